@@ -1,0 +1,445 @@
+"""seed: one iteration of a codebase that grows itself, then exit.
+
+    python seed.py      # normally started by fallback.py, once per iteration
+
+Reads goal.md, the open tasks in pending_tasks.md, the end of iteration_log.md and the codebase;
+asks Gemini for three tasks and the whole new text of the files that do them; refuses unsafe paths;
+writes the rest atomically; compile-checks them (all put back if one fails); marks finished tasks;
+and leaves a record for the supervisor in .seed/record.json.
+
+Exit codes: 0 done (whatever the answer was), 75 the model is unavailable for now (the record says
+until when), 78 configuration error (one line says what to fix). Anything else is a crash, and the
+supervisor rolls the codebase back. Whoever rewrites this file keeps these rules.
+"""
+import json
+import os
+import re
+import sys
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path, PurePosixPath
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import requests
+from dotenv import load_dotenv
+
+# --- settings ---------------------------------------------------------------------------------
+ROOT = Path(__file__).resolve().parent
+load_dotenv(ROOT / ".env")  # real environment variables win over .env
+API_BASE = os.environ.get("GEMINI_API_BASE", "https://generativelanguage.googleapis.com").rstrip("/")
+DEFAULT_MODELS = "gemini-3.5-flash,gemini-3.5-flash-lite,gemini-2.5-flash-lite"  # free tier, late 2026
+MODELS = [m.strip() for m in os.environ.get("GEMINI_MODEL", DEFAULT_MODELS).split(",") if m.strip()]
+PROMPT_CHARS = 300_000      # budget for the codebase in the prompt (~75k tokens); the rest is listed
+MAX_FILE_BYTES = 1_000_000  # larger files are neither shown to the model nor accepted from it
+MAX_OPEN_TASKS = 20         # open tasks shown per prompt, oldest first
+LOG_TAIL_CHARS = 6_000      # how much of iteration_log.md the model sees
+TRANSIENT_TRIES = 3         # tries per model on 5xx, timeouts and network errors
+MINUTE_WAITS = 3            # per-minute 429s waited out inside one run
+DEADLINE = time.monotonic() + float(os.environ.get("SEED_TIMEOUT", 900)) - 20  # end before the supervisor's limit
+STATE = ROOT / ".seed"
+RECORD = STATE / "record.json"  # what this run did, read by fallback.py
+QUOTA = STATE / "quota.json"    # models whose day is spent (or that are gone), until when
+
+PROTECTED = {"fallback.py", "goal.md", "pending_tasks.md", "iteration_log.md", ".env", ".env.example",
+             "README.md", "requirements.txt", ".gitignore", ".ci/run", "tests/conftest.py",
+             "tests/fake_gemini.py", "tests/test_seed.py", "tests/test_fallback.py"}
+PROTECTED_DIRS = {".git", "backups", ".seed"}
+SKIP_DIRS = PROTECTED_DIRS | {"__pycache__", ".pytest_cache", "node_modules", ".venv", "venv"}
+LAZY = re.compile(r"^\s*(#|//|/\*|<!--)\s*((\.\.\.|…)\s*[(\[]?\s*(existing|rest|remaining|previous|unchanged|same|other)"
+                  r"|[(\[]?(rest of|remaining)\b.*\b(unchanged|as before|the same|omitted))", re.I | re.M)
+RULES = f"""You are the engine of a codebase that grows itself toward the goal below, one iteration
+at a time. Each iteration you plan three small, concrete tasks toward the goal (the open tasks listed
+come first) and do them by writing whole files.
+
+Answer with JSON: {{"tasks": [three short task descriptions], "done": [numbers of the open tasks this
+answer completes], "files": [{{"path": "relative/path", "content": "the complete new text"}}]}}.
+
+Rules:
+- Each file you list is written whole. Give its complete text: an answer that abbreviates with
+  "... existing code ..." or "rest unchanged" is thrown away, and so is one that is cut off.
+- Paths are relative to the workspace. Never write {", ".join(sorted(PROTECTED | {d + "/" for d in PROTECTED_DIRS}))};
+  anything else you may create or rewrite. Keep each change small enough to get right.
+- After each iteration a supervisor checks the workspace: every .py file compiles, every top-level
+  module imports without side effects (no API key and no network at import time), and pytest passes
+  over tests/ (add your own tests as tests/test_*.py). A change that fails is rolled back.
+- seed.py is the kernel that runs you. You may improve it, but it must keep: one iteration per run,
+  then exit; exit 0 when done, 75 when the model is unavailable for now, 78 on a configuration error;
+  the Gemini REST request with the key in the x-goog-api-key header, never printed or written; this
+  answer schema; refusing protected, absolute and escaping paths; the compile check that puts every
+  written file back on failure; and writing {RECORD.relative_to(ROOT)}. A seed that breaks one is rolled back."""
+SCHEMA = {"type": "OBJECT", "propertyOrdering": ["tasks", "done", "files"], "required": ["tasks", "files"],
+          "properties": {
+              "tasks": {"type": "ARRAY", "items": {"type": "STRING"}},
+              "done": {"type": "ARRAY", "items": {"type": "INTEGER"}},
+              "files": {"type": "ARRAY", "items": {
+                  "type": "OBJECT", "required": ["path", "content"], "propertyOrdering": ["path", "content"],
+                  "properties": {"path": {"type": "STRING"}, "content": {"type": "STRING"}}}}}}
+
+
+class Stop(Exception):
+    """Ends the run early with an exit code, a one-line message and, for 75, when to try again."""
+
+    def __init__(self, code, message, retry_at=None):
+        super().__init__(message)
+        self.code, self.message, self.retry_at = code, message, retry_at
+
+
+class Rejected(Exception):
+    """The answer is not applied; the run still ends cleanly (exit 0)."""
+
+
+class DailyQuotaSpent(Exception):
+    pass
+
+
+class ModelGone(Exception):
+    pass
+
+
+# --- read the state ---------------------------------------------------------------------------
+def read_text(name):
+    path = ROOT / name
+    return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
+
+
+def open_tasks():
+    """The unchecked `- [ ]` items of pending_tasks.md, with their indented continuation lines."""
+    tasks, current = [], None
+    for number, line in enumerate(read_text("pending_tasks.md").splitlines()):
+        if re.match(r"\s*[-*] \[ \] ", line):
+            current = {"line": number, "text": line.split("] ", 1)[1].strip()}
+            tasks.append(current)
+        elif current and line.startswith("  ") and line.strip():
+            current["text"] += "\n" + line.strip()
+        else:
+            current = None
+    return tasks[:MAX_OPEN_TASKS]
+
+
+def log_tail():
+    text = read_text("iteration_log.md")[-LOG_TAIL_CHARS:]
+    start = text.find("\n## ")
+    return text[start + 1:] if start >= 0 and len(text) == LOG_TAIL_CHARS else text
+
+
+def is_protected(rel):
+    rel = rel.casefold()
+    return any(rel == p.casefold() for p in PROTECTED) or rel.split("/")[0] in PROTECTED_DIRS
+
+
+def codebase_files():
+    """Every file the model may see or change, as paths relative to the workspace."""
+    found = []
+    for folder, dirs, files in os.walk(ROOT):
+        here = Path(folder)
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not (here / d / "pyvenv.cfg").exists())
+        for name in sorted(files):
+            rel = (here / name).relative_to(ROOT).as_posix()
+            if not is_protected(rel):
+                found.append(rel)
+    return found
+
+
+def read_codebase(tasks):
+    """The files that fit the budget (seed.py and files named in open tasks first), and the rest."""
+    wanted = " ".join(t["text"] for t in tasks)
+    paths = codebase_files()
+    paths.sort(key=lambda rel: (rel != "seed.py", rel not in wanted, (ROOT / rel).stat().st_size))
+    shown, left_out, budget = {}, [], PROMPT_CHARS
+    for rel in paths:
+        size = (ROOT / rel).stat().st_size
+        data = (ROOT / rel).read_bytes() if size <= min(budget, MAX_FILE_BYTES) else None
+        if data is None or b"\0" in data:
+            left_out.append(f"{rel} ({size:,} bytes{', binary' if data else ''})")
+            continue
+        shown[rel] = data.decode("utf-8", errors="replace")
+        budget -= len(shown[rel])
+    return shown, left_out
+
+
+def build_prompt(goal, tasks, recent, shown, left_out):
+    parts = [f"# Goal (goal.md)\n{goal.strip() or '(empty: grow something small and useful)'}",
+             "# Open tasks (pending_tasks.md), do these first\n"
+             + ("\n".join(f"{n}. {t['text']}" for n, t in enumerate(tasks, 1)) or "(none)"),
+             f"# Recent iterations (end of iteration_log.md)\n{recent.strip() or '(none yet)'}",
+             "# Codebase\n" + "\n".join(f'<file path="{rel}">\n{text}\n</file>' for rel, text in shown.items())]
+    if left_out:
+        parts.append("# Files not shown (over the size budget or binary)\n" + "\n".join(left_out))
+    return "\n\n".join(parts)
+
+
+# --- ask the model ----------------------------------------------------------------------------
+def next_pacific_midnight():
+    """Free-tier daily quotas reset at midnight Pacific time."""
+    try:
+        zone = ZoneInfo("America/Los_Angeles")
+    except ZoneInfoNotFoundError:  # no time zone database: assume PST, which is never early
+        zone = timezone(timedelta(hours=-8))
+    tomorrow = datetime.now(zone).date() + timedelta(days=1)
+    return datetime(tomorrow.year, tomorrow.month, tomorrow.day, tzinfo=zone).astimezone(timezone.utc)
+
+
+def load_quota():
+    """{model: (until, why)} for models not to call before `until`; why is "spent" or "gone"."""
+    try:
+        saved = json.loads(QUOTA.read_text())
+        return {m: (datetime.fromisoformat(e["until"]), e["why"]) for m, e in saved.items()}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return {}
+
+
+def save_quota(quota):
+    saved = {m: {"until": until.isoformat(), "why": why} for m, (until, why) in quota.items()}
+    write_atomically(QUOTA, json.dumps(saved, indent=1))
+
+
+def ask_gemini(key, prompt, record):
+    """Try each model in GEMINI_MODEL in order, skipping those known to be spent or gone."""
+    now = datetime.now(timezone.utc)
+    quota = {m: e for m, e in load_quota().items() if e[0] > now}
+    for model in MODELS:
+        if model in quota:
+            continue
+        try:
+            return call_model(key, model, prompt, record)
+        except DailyQuotaSpent:
+            quota[model] = (next_pacific_midnight(), "spent")
+        except ModelGone:  # retired or misspelled: ask again tomorrow, not every run
+            quota[model] = (now + timedelta(days=1), "gone")
+        save_quota(quota)
+    spent = [quota[m][0] for m in MODELS if quota[m][1] == "spent"]
+    if not spent:
+        raise Stop(78, f"no usable model: this key cannot call {', '.join(MODELS)}; set GEMINI_MODEL in .env "
+                       f"to models it can call (see https://ai.google.dev/gemini-api/docs/models), then delete {QUOTA.relative_to(ROOT)}")
+    raise Stop(75, f"the daily free quota of {', '.join(MODELS)} is spent", min(spent))
+
+
+def remaining_seconds():
+    return DEADLINE - time.monotonic()
+
+
+def call_model(key, model, prompt, record):
+    """One generateContent call, with the waits and retries the free tier calls for."""
+    url = f"{API_BASE}/v1beta/models/{model}:generateContent"
+    body = {"systemInstruction": {"parts": [{"text": RULES}]},
+            "contents": [{"role": "user", "parts": [{"text": prompt}]}],
+            "generationConfig": {"responseMimeType": "application/json", "responseSchema": SCHEMA}}
+    transient, minute_waits = 0, 0
+    while True:
+        if remaining_seconds() < 15:
+            raise Stop(75, "out of time for this run", datetime.now(timezone.utc) + timedelta(minutes=5))
+        print(f"asking {model} (prompt {len(prompt):,} characters)", flush=True)
+        try:
+            response = requests.post(url, json=body, headers={"x-goog-api-key": key},
+                                     timeout=(10, min(300, remaining_seconds() - 10)))
+        except (requests.exceptions.InvalidURL, requests.exceptions.MissingSchema,
+                requests.exceptions.InvalidSchema):
+            raise Stop(78, f"GEMINI_API_BASE is not a usable URL: {API_BASE!r}") from None
+        except requests.RequestException as error:
+            transient = retry_later(transient, f"network error: {type(error).__name__}")
+            continue
+        record["requests"] += 1
+        record["model"] = model
+        if response.status_code == 200:
+            return read_answer(response, record)
+        code, status, message, details = error_of(response)
+        if code == 429 and is_daily(message, details):
+            print(f"{model}: daily quota spent", flush=True)
+            raise DailyQuotaSpent()
+        if code == 429:
+            minute_waits += 1
+            wait = retry_delay(details) or 60.0
+            if minute_waits > MINUTE_WAITS or wait > remaining_seconds() - 60:
+                raise Stop(75, f"{model} is rate limited", datetime.now(timezone.utc) + timedelta(seconds=wait))
+            print(f"{model}: per-minute limit, waiting {wait:.0f} s", flush=True)
+            time.sleep(wait)
+        elif code in (408, 500, 502, 503, 504):
+            transient = retry_later(transient, f"{model} answered {code} {status}: {message}")
+        elif code == 404:
+            print(f"{model}: not found ({message})", flush=True)
+            raise ModelGone()
+        elif code in (401, 403) or status == "FAILED_PRECONDITION" or "API_KEY_INVALID" in json.dumps(details):
+            raise Stop(78, f"Gemini refused this key ({code} {status}): {message.strip()} Fix GEMINI_API_KEY in "
+                           ".env (a free key: https://aistudio.google.com/apikey).")
+        else:  # a request the API calls malformed is this seed's bug: crash, so it is rolled back
+            raise RuntimeError(f"Gemini answered {code} {status}: {message}")
+
+
+def retry_later(tries, why):
+    """Back off before the next try, or give up for now (exit 75) when tries or time run out."""
+    tries += 1
+    wait = float(os.environ.get("SEED_BACKOFF", 5)) * 4 ** (tries - 1)
+    if tries >= TRANSIENT_TRIES or wait > remaining_seconds() - 30:
+        raise Stop(75, why, datetime.now(timezone.utc) + timedelta(minutes=5))
+    print(f"{why}; retrying in {wait:.0f} s", flush=True)
+    time.sleep(wait)
+    return tries
+
+
+def error_of(response):
+    try:
+        error = response.json()["error"]
+        return error.get("code", response.status_code), error.get("status", ""), \
+            str(error.get("message", "")), error.get("details") or []
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return response.status_code, "", response.text[:200], []
+
+
+def is_daily(message, details):
+    """A per-day quota (or a model with no free tier) cannot succeed before midnight Pacific."""
+    ids = [v.get("quotaId", "") for d in details for v in d.get("violations", [])]
+    return any("PerDay" in i for i in ids) or "limit: 0" in message
+
+
+def retry_delay(details):
+    for detail in details:
+        match = re.fullmatch(r"([\d.]+)s", str(detail.get("retryDelay", "")))
+        if match:
+            return float(match.group(1)) + 1
+    return None
+
+
+def read_answer(response, record):
+    """The answer's JSON, or Rejected when it is blocked, cut off, empty or not JSON."""
+    try:
+        body = response.json()
+    except ValueError:
+        raise Rejected(f"the API's answer is not JSON: {response.text[:120]!r}") from None
+    usage = body.get("usageMetadata", {})
+    for name, field in (("prompt", "promptTokenCount"), ("output", "candidatesTokenCount"),
+                        ("thinking", "thoughtsTokenCount")):
+        record["tokens"][name] += int(usage.get(field, 0))
+    if body.get("promptFeedback", {}).get("blockReason"):
+        raise Rejected(f"prompt blocked ({body['promptFeedback']['blockReason']})")
+    candidate = (body.get("candidates") or [{}])[0]
+    parts = candidate.get("content", {}).get("parts", [])
+    text = "".join(p.get("text", "") for p in parts if not p.get("thought"))
+    if candidate.get("finishReason") != "STOP" or not text:
+        raise Rejected(f"answer cut off or empty (finishReason {candidate.get('finishReason')}, "
+                       f"{len(text):,} characters)")
+    try:
+        answer = json.loads(text)
+        assert isinstance(answer["tasks"], list) and isinstance(answer["files"], list)
+        assert all(isinstance(f["path"], str) and isinstance(f["content"], str) for f in answer["files"])
+    except (ValueError, KeyError, TypeError, AssertionError):
+        raise Rejected(f"answer is not the JSON asked for: {text[:120]!r}") from None
+    return answer
+
+
+# --- apply the answer -------------------------------------------------------------------------
+def refusal(path, content):
+    """Why this file may not be written, or None."""
+    if not path or "\\" in path or "\0" in path or re.match(r"[A-Za-z]:", path) or path.startswith("/"):
+        return "not a relative path"
+    if ".." in PurePosixPath(path).parts:
+        return "leaves the workspace"
+    target = (ROOT / path).resolve()
+    if not target.is_relative_to(ROOT):
+        return "leaves the workspace through a symlink"
+    if target == ROOT or is_protected(target.relative_to(ROOT).as_posix()) or \
+            set(target.relative_to(ROOT).parts) & SKIP_DIRS:
+        return "protected"
+    if target.is_dir():
+        return "is a folder"
+    if "\0" in content or len(content.encode("utf-8", errors="replace")) > MAX_FILE_BYTES:
+        return "binary or larger than MAX_FILE_BYTES"
+    return None
+
+
+def write_atomically(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_bytes(text.encode("utf-8", errors="replace"))
+    os.replace(temporary, path)
+
+
+def apply_answer(answer, tasks, record):
+    """Write the safe files, compile-check them, put them all back if one fails."""
+    writes = {}
+    for item in answer["files"]:
+        why = refusal(item["path"], item["content"])
+        if why:
+            record["refused"].append(f"{item['path']}: {why}")
+        elif not item["content"].strip() or LAZY.search(item["content"]):
+            raise Rejected(f"lazy answer: {item['path']} leaves out code it would drop")
+        else:
+            writes[(ROOT / item["path"]).resolve()] = item["content"]
+    before = {path: path.read_bytes() if path.exists() else None for path in writes}
+    writes = {path: text for path, text in writes.items() if before[path] != text.encode("utf-8", "replace")}
+    for path, text in writes.items():
+        write_atomically(path, text)
+    errors = [compile_error(path, text) for path, text in writes.items() if path.suffix == ".py"]
+    errors = [e for e in errors if e]
+    if errors:
+        put_back(before, writes)
+        add_task(f"The last answer did not compile and was not applied: {errors[0]}. Write it again, whole and valid.")
+        raise Rejected(f"compile error: {errors[0]}")
+    mark_done(answer.get("done") or [], tasks, record)
+    record["files"] = [path.relative_to(ROOT).as_posix() for path in writes]
+
+
+def compile_error(path, text):
+    rel = path.relative_to(ROOT).as_posix()
+    try:
+        compile(text, rel, "exec")
+    except SyntaxError as error:
+        return f"{rel} line {error.lineno}: {error.msg}"
+    except (ValueError, RecursionError) as error:
+        return f"{rel}: {error}"
+    return None
+
+
+def put_back(before, writes):
+    for path in writes:
+        if before[path] is None:
+            path.unlink()
+        else:
+            write_atomically(path, before[path].decode("utf-8", errors="replace"))
+
+
+def add_task(text):
+    current = read_text("pending_tasks.md").rstrip("\n")
+    write_atomically(ROOT / "pending_tasks.md", (current + "\n" if current else "") + f"- [ ] {text}\n")
+
+
+def mark_done(numbers, tasks, record):
+    lines = read_text("pending_tasks.md").splitlines()
+    for number in sorted({n for n in numbers if isinstance(n, int) and 1 <= n <= len(tasks)}):
+        task = tasks[number - 1]
+        if task["line"] < len(lines) and "[ ]" in lines[task["line"]]:
+            lines[task["line"]] = lines[task["line"]].replace("[ ]", "[x]", 1)
+            record["done"].append(task["text"].splitlines()[0])
+    if record["done"]:
+        write_atomically(ROOT / "pending_tasks.md", "\n".join(lines) + "\n")
+
+
+# --- one iteration ----------------------------------------------------------------------------
+def main():
+    record = {"outcome": "started", "tasks": [], "done": [], "files": [], "refused": [], "requests": 0, "model": None,
+              "tokens": {"prompt": 0, "output": 0, "thinking": 0}}
+    try:
+        key = os.environ.get("GEMINI_API_KEY", "").strip()
+        if not key:
+            raise Stop(78, "GEMINI_API_KEY is not set: copy .env.example to .env and put your key there")
+        tasks = open_tasks()
+        shown, left_out = read_codebase(tasks)
+        prompt = build_prompt(read_text("goal.md"), tasks, log_tail(), shown, left_out)
+        answer = ask_gemini(key, prompt, record)
+        record["tasks"] = [str(t) for t in answer["tasks"]]
+        apply_answer(answer, tasks, record)
+        record["outcome"] = "applied"
+    except Rejected as why:
+        record.update(outcome="rejected", reason=str(why))
+    except Stop as stop:
+        record.update(outcome="stopped", reason=stop.message,
+                      retry_at=stop.retry_at.isoformat() if stop.retry_at else None)
+        write_atomically(RECORD, json.dumps(record, indent=1))
+        print(f"seed: {stop.message}", file=sys.stderr, flush=True)
+        return stop.code
+    write_atomically(RECORD, json.dumps(record, indent=1))
+    print(f"seed: {record['outcome']}: {record.get('reason') or ', '.join(record['files']) or 'no files'}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

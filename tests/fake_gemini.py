@@ -1,0 +1,150 @@
+"""A fake Gemini REST server on 127.0.0.1:0: scripted replies in the real shapes, every request recorded.
+
+Bodies are modelled on recorded generativelanguage.googleapis.com traffic (thought parts,
+thoughtSignature, usageMetadata, google.rpc error details), written out here so tests need no network.
+"""
+import json
+import re
+import threading
+import time
+from collections import deque
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class FakeGemini:
+    """Replies are queued per model (or for any model) and served in order; requests are kept."""
+
+    def __init__(self):
+        self.replies = {}  # model or None -> deque of (status, body, delay, hook)
+        self.requests = []
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def reply(self, body, model=None, delay=0.0, hook=None):
+        """Queue a reply (an error body is sent with its own code); `hook(request)` runs before it is sent."""
+        status = body["error"]["code"] if "error" in body else 200
+        self.replies.setdefault(model, deque()).append((status, body, delay, hook))
+        return self
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+    def prompts(self):
+        return [r["body"]["contents"][0]["parts"][0]["text"] for r in self.requests]
+
+    def models_asked(self):
+        return [r["model"] for r in self.requests]
+
+    def _next(self, model):
+        for queue in (self.replies.get(model), self.replies.get(None)):
+            if queue:
+                return queue.popleft()
+        return 500, error(500, "INTERNAL", "fake: no reply scripted for this request"), 0.0, None
+
+    def _handler(self):
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length", 0))
+                match = re.fullmatch(r"/v1beta/models/([^/:]+):generateContent", self.path)
+                request = {"path": self.path, "model": match and match.group(1), "headers": dict(self.headers),
+                           "body": json.loads(self.rfile.read(length) or b"null")}
+                fake.requests.append(request)
+                status, body, delay, hook = fake._next(request["model"]) if match else \
+                    (404, error(404, "NOT_FOUND", "fake: unknown path"), 0.0, None)
+                if hook:
+                    hook(request)
+                time.sleep(delay)
+                data = json.dumps(body).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json; charset=UTF-8")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except OSError:  # the client gave up waiting
+                    pass
+
+            def log_message(self, *args):
+                pass
+
+        return Handler
+
+
+# --- reply bodies, in the shapes the real API sends -----------------------------------------------
+def usage(prompt=1200, output=300, thinking=150):
+    return {"promptTokenCount": prompt, "candidatesTokenCount": output, "thoughtsTokenCount": thinking,
+            "totalTokenCount": prompt + output + thinking,
+            "promptTokensDetails": [{"modality": "TEXT", "tokenCount": prompt}]}
+
+
+def answer(files=(), tasks=("task one", "task two", "task three"), done=(), model="gemini-3.5-flash"):
+    """A complete JSON-mode answer: a thought part, then the JSON text with a thoughtSignature."""
+    payload = {"tasks": list(tasks), "done": list(done), "files": [{"path": p, "content": c} for p, c in files]}
+    return text_answer(json.dumps(payload), model=model)
+
+
+def text_answer(text, finish="STOP", model="gemini-3.5-flash"):
+    parts = [{"text": "**Planning the change**\n\nI will plan three tasks and write the files.", "thought": True},
+             {"text": text, "thoughtSignature": "EpwCCpkCAQw51sdPTqr6sgqYCryTFmqePNh0HIORLnRkhtUCaX99hlZy"}]
+    return {"candidates": [{"content": {"parts": parts, "role": "model"}, "finishReason": finish, "index": 0}],
+            "modelVersion": model, "responseId": "4q8MarKdCf2Fz7IP2PffmQk", "usageMetadata": usage()}
+
+
+def max_tokens(with_parts):
+    """Cut off: recorded both with a partial text part and with no parts key at all."""
+    if with_parts:
+        return text_answer('{"tasks": ["one", "two"], "files": [{"path": "a.py", "content": "x = ', "MAX_TOKENS")
+    return {"candidates": [{"content": {"role": "model"}, "finishReason": "MAX_TOKENS", "index": 0}],
+            "modelVersion": "gemini-3.5-flash", "responseId": "fH8oaunbEbr9qtsPjYGX4A0",
+            "usageMetadata": {"promptTokenCount": 15, "thoughtsTokenCount": 2, "totalTokenCount": 17}}
+
+
+def blocked():
+    return {"promptFeedback": {"blockReason": "PROHIBITED_CONTENT"}, "usageMetadata": {"promptTokenCount": 900}}
+
+
+def error(code, status, message, details=None):
+    body = {"error": {"code": code, "message": message, "status": status}}
+    if details is not None:
+        body["error"]["details"] = details
+    return body
+
+
+def per_minute(delay="0.2s"):
+    return error(429, "RESOURCE_EXHAUSTED", "You exceeded your current quota, please check your plan and billing "
+                 "details.", [{"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [
+                     {"quotaMetric": "generativelanguage.googleapis.com/generate_content_free_tier_requests",
+                      "quotaId": "GenerateRequestsPerMinutePerProjectPerModel-FreeTier", "quotaValue": "10"}]},
+                     {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": delay}])
+
+
+def per_day(model="gemini-3.5-flash"):
+    """The daily quota: its RetryInfo says 38s, yet nothing succeeds before midnight Pacific."""
+    return error(429, "RESOURCE_EXHAUSTED", "You exceeded your current quota, please check your plan and billing "
+                 "details.\n* Quota exceeded for metric: generativelanguage.googleapis.com/"
+                 f"generate_content_free_tier_requests, limit: 20, model: {model}\nPlease retry in 38.90923309s.",
+                 [{"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [
+                     {"quotaId": "GenerateRequestsPerDayPerProjectPerModel-FreeTier", "quotaValue": "20"}]},
+                  {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "38s"}])
+
+
+def key_invalid(key):
+    """A rejected key: the real body echoes the key back in DebugInfo, so it must never be printed."""
+    return error(400, "INVALID_ARGUMENT", "API key not valid. Please pass a valid API key.", [
+        {"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "API_KEY_INVALID", "domain": "googleapis.com",
+         "metadata": {"service": "generativelanguage.googleapis.com"}},
+        {"@type": "type.googleapis.com/google.rpc.DebugInfo", "detail": f"Invalid API key: {key}"}])
+
+
+def model_gone(model):
+    return error(404, "NOT_FOUND", f"This model models/{model} is no longer available to new users. Please update "
+                 "your code to use a newer model for the latest features and improvements.")
+
+
+def overloaded():
+    return error(503, "UNAVAILABLE", "The model is overloaded. Please try again later.")
