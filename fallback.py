@@ -1,0 +1,577 @@
+"""fallback: the supervisor that keeps seed.py growing the codebase, whatever it writes.
+
+    python fallback.py                   run forever; Ctrl+C stops cleanly, running again resumes
+    python fallback.py --iterations 3    stop after three iterations
+    python fallback.py --help            all options
+
+Each iteration: snapshot the codebase into backups/ (when it changed), run `python seed.py` in its own
+process group with a time limit, put back any protected file the run touched, then gate the result:
+the seed's exit status, every .py compiles, the top-level modules import, pytest passes over tests/.
+A change that passes lands. One that fails is kept in backups/, the codebase goes back to the newest
+known-good snapshot, and the failure becomes a task in pending_tasks.md. Every iteration is summarised
+in iteration_log.md. Needs Linux or macOS, the standard library and python-dotenv.
+"""
+import argparse
+import difflib
+import fcntl
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter, deque
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+# --- settings ---------------------------------------------------------------------------------
+ROOT = Path(__file__).resolve().parent  # the workspace: the folder holding this file
+BACKUPS = ROOT / "backups"
+INDEX = BACKUPS / "index.json"          # the snapshots, which are known good, the iteration count
+RESTORING = BACKUPS / "restoring.json"  # exists only while a restore is under way
+LOCK = BACKUPS / "supervisor.lock"
+RECORD = ROOT / ".seed" / "record.json"  # what the seed says it did; removed before each run
+LOG = ROOT / "iteration_log.md"
+TASKS = ROOT / "pending_tasks.md"
+GUARDED = ["fallback.py", "iteration_log.md", ".env", ".env.example", "README.md", "requirements.txt",
+           ".gitignore", ".ci/run", "tests/conftest.py", "tests/fake_gemini.py", "tests/test_seed.py",
+           "tests/test_fallback.py"]    # put back whenever a run changes them
+STEERING = ["goal.md", "pending_tasks.md"]  # the user's to edit at any time: never snapshotted or restored
+NOT_CODE = {".git", "backups", ".seed", "__pycache__", ".pytest_cache", "node_modules", ".venv", "venv"}
+SUPERVISOR_TESTS = {"tests/test_fallback.py"}  # slow end-to-end tests of this file: kept out of the gate
+GATE_TIMEOUT = 300      # seconds for each gate step (compile and import, then pytest)
+OUTPUT_TAIL = 64_000    # bytes of a child's output kept; the rest is read and dropped
+TASK_LINES = 12         # lines of output copied into a failure task
+DEFAULT_WAIT = 300      # seconds to wait after exit 75 when the seed did not say until when
+EX_UNAVAILABLE, EX_CONFIG = 75, 78
+KEY_PATTERN = re.compile(r"AIza[0-9A-Za-z_\-]{35}")  # the shape of a Google API key
+
+
+def say(line):
+    print(redact(f"{datetime.now():%H:%M:%S} {line}"), flush=True)
+
+
+def redact(text):
+    key = os.environ.get("GEMINI_API_KEY", "").strip()
+    if len(key) >= 8:
+        text = text.replace(key, "[GEMINI_API_KEY]")
+    return KEY_PATTERN.sub("[GEMINI_API_KEY]", text)
+
+
+def write_atomically(path, data):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_bytes(data if isinstance(data, bytes) else data.encode("utf-8"))
+    os.replace(temporary, path)
+
+
+# --- the codebase -----------------------------------------------------------------------------
+def codebase_files():
+    """The files the seed may change: all but state folders, guarded and steering files."""
+    skip = {p.casefold() for p in GUARDED + STEERING}
+    found = []
+    for folder, dirs, files in os.walk(ROOT):
+        here = Path(folder)
+        dirs[:] = sorted(d for d in dirs if d not in NOT_CODE and not (here / d / "pyvenv.cfg").exists())
+        for name in sorted(files):
+            rel = (here / name).relative_to(ROOT).as_posix()
+            if rel.casefold() not in skip and not (here / name).is_symlink():
+                found.append(rel)
+    return found
+
+
+def digest_of(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def manifest():
+    return {rel: digest_of(ROOT / rel) for rel in codebase_files()}
+
+
+def line_changes(old, new):
+    """(added, removed) line counts between two texts."""
+    a, b = old.splitlines(), new.splitlines()
+    added = removed = 0
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag != "equal":
+            added, removed = added + j2 - j1, removed + i2 - i1
+    return added, removed
+
+
+def changes_since(entry):
+    """[(path, "new" | "changed" | "deleted", added, removed)] from a snapshot to the workspace now."""
+    now, then = manifest(), entry["files"]
+    found = []
+    for rel in sorted(set(now) | set(then)):
+        if now.get(rel) == then.get(rel):
+            continue
+        old = (BACKUPS / entry["id"] / rel).read_text("utf-8", "replace") if rel in then else ""
+        new = (ROOT / rel).read_text("utf-8", "replace") if rel in now else ""
+        kind = "new" if rel not in then else "deleted" if rel not in now else "changed"
+        found.append((rel, kind, *line_changes(old, new)))
+    return found
+
+
+# --- snapshots --------------------------------------------------------------------------------
+def load_index():
+    try:
+        return json.loads(INDEX.read_text())
+    except FileNotFoundError:
+        return {"iteration": 0, "snapshots": []}
+
+
+def save_index(index):
+    write_atomically(INDEX, json.dumps(index, indent=1))
+
+
+def snapshot(index, kind, iteration):
+    """The index entry of a snapshot of the codebase as it is now; copied only if no snapshot has it."""
+    files = manifest()
+    digest = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
+    for entry in reversed(index["snapshots"]):
+        if entry["digest"] == digest:
+            return entry
+    taken = [int(e["id"]) for e in index["snapshots"]] + [int(p.name) for p in BACKUPS.iterdir() if p.name.isdigit()]
+    sid = f"{max(taken, default=0) + 1:04d}"
+    staging = BACKUPS / f".staging-{sid}"
+    shutil.rmtree(staging, ignore_errors=True)
+    for rel in files:
+        (staging / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / rel, staging / rel)
+    staging.mkdir(parents=True, exist_ok=True)
+    os.replace(staging, BACKUPS / sid)  # a snapshot appears whole or not at all
+    entry = {"id": sid, "time": utc_now(), "iteration": iteration, "kind": kind, "good": kind == "genesis",
+             "digest": digest, "files": files}
+    index["snapshots"].append(entry)
+    save_index(index)
+    return entry
+
+
+def restore(entry):
+    """Make the codebase what the snapshot holds; resumable (RESTORING marks one under way)."""
+    write_atomically(RESTORING, json.dumps({"id": entry["id"]}))
+    for rel in codebase_files():
+        if rel not in entry["files"]:
+            (ROOT / rel).unlink()
+            remove_empty_parents(ROOT / rel)
+    for rel, digest in entry["files"].items():
+        target = ROOT / rel
+        if not target.is_file() or digest_of(target) != digest:
+            write_atomically(target, (BACKUPS / entry["id"] / rel).read_bytes())
+    RESTORING.unlink()
+
+
+def remove_empty_parents(path):
+    for parent in path.parents:
+        if parent == ROOT:
+            return
+        try:
+            parent.rmdir()
+        except OSError:
+            return
+
+
+def walk_back(index, bad):
+    """The newest known-good snapshot not seen failing this session; genesis when none is left."""
+    good = [e for e in index["snapshots"] if e["good"] and e["id"] not in bad]
+    return good[-1] if good else index["snapshots"][0]
+
+
+def read_guarded():
+    return {rel: (ROOT / rel).read_bytes() if (ROOT / rel).is_file() else None for rel in GUARDED}
+
+
+def put_back_guarded(before, iteration):
+    """Undo any change to a guarded file; the version it replaced is kept under backups/replaced/."""
+    touched = []
+    for rel, old in before.items():
+        path = ROOT / rel
+        now = path.read_bytes() if path.is_file() else None
+        if now == old:
+            continue
+        if now is not None:
+            kept = redact(now.decode("utf-8", "replace")) if rel == ".env" else now
+            write_atomically(BACKUPS / "replaced" / f"{iteration:04d}" / rel, kept)
+        if old is None:
+            path.unlink()
+        else:
+            write_atomically(path, old)
+        touched.append(rel)
+    return touched
+
+
+# --- running a child process ------------------------------------------------------------------
+def run_bounded(command, env, timeout):
+    """Run in a new process group with a time limit: (exit code, or None on timeout; output tail).
+
+    Output goes through a pipe drained by a thread that keeps only the last OUTPUT_TAIL bytes, so a
+    child that prints without end neither blocks nor fills a file. The whole group is killed at the
+    end (timeout, Ctrl+C or normal exit), so no grandchild outlives its run."""
+    child = subprocess.Popen(command, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, start_new_session=True)
+    tail = deque()
+    reader = threading.Thread(target=keep_tail, args=(child.stdout, tail), daemon=True)
+    reader.start()
+    try:
+        code = child.wait(timeout)
+    except subprocess.TimeoutExpired:
+        code = None
+    finally:
+        try:
+            os.killpg(child.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        child.wait()
+        reader.join(5)
+    return code, b"".join(tail).decode("utf-8", "replace")
+
+
+def keep_tail(stream, tail):
+    size = 0
+    while chunk := os.read(stream.fileno(), 65536):
+        tail.append(chunk)
+        size += len(chunk)
+        while size - len(tail[0]) >= OUTPUT_TAIL:
+            size -= len(tail.popleft())
+    stream.close()
+
+
+def run_seed(timeout):
+    env = dict(os.environ, SEED_TIMEOUT=str(int(timeout)), PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1")
+    return run_bounded([sys.executable, "seed.py"], env, timeout)
+
+
+def read_record():
+    """The seed's record of its run, or None when it left none (or nothing readable)."""
+    try:
+        record = json.loads(RECORD.read_text())
+        return record if isinstance(record, dict) else None
+    except (OSError, ValueError):
+        return None
+
+
+# --- the gate ---------------------------------------------------------------------------------
+CHECK = """import importlib, sys
+files, modules = sys.argv[1:sys.argv.index("--")], sys.argv[sys.argv.index("--") + 1:]
+broken = []
+for path in files:
+    try:
+        compile(open(path, "rb").read(), path, "exec")
+    except (SyntaxError, ValueError, RecursionError) as error:
+        broken.append(f"{path}: {type(error).__name__}: {error}")
+if broken:
+    sys.exit("does not compile: " + "; ".join(broken))
+for name in modules:
+    importlib.import_module(name)
+"""
+
+
+def gate():
+    """None when the codebase passes the gate, else (what failed, its output)."""
+    files = [rel for rel in codebase_files() if rel.endswith(".py")]
+    modules = [rel[:-3] for rel in files if "/" not in rel and rel[:-3].isidentifier()]
+    modules += [rel.split("/")[0] for rel in files if re.fullmatch(r"[A-Za-z_]\w*/__init__\.py", rel)]
+    code, output = run_bounded([sys.executable, "-c", CHECK, *files, "--", *modules], gate_env(), GATE_TIMEOUT)
+    if code != 0:
+        return ("compile and import check " + ("timed out" if code is None else "failed"), output)
+    tests = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "tests").rglob("test_*.py")
+                   if "__pycache__" not in p.parts) if (ROOT / "tests").is_dir() else []
+    tests = [t for t in tests if t not in SUPERVISOR_TESTS]
+    if not tests:
+        return None
+    code, output = run_bounded([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *tests],
+                               gate_env(), GATE_TIMEOUT)
+    if code not in (0, 5):  # 5: pytest collected no tests
+        return ("tests " + ("timed out" if code is None else "failed"), output)
+    return None
+
+
+def gate_env():
+    """No key and an address that refuses, so nothing in the gate can spend the user's quota."""
+    env = {k: v for k, v in os.environ.items() if k != "GEMINI_API_KEY"}
+    env.update(GEMINI_API_BASE="http://127.0.0.1:9", PYTHONDONTWRITEBYTECODE="1")
+    return env
+
+
+# --- memory: tasks and the log ----------------------------------------------------------------
+def add_task(headline, output):
+    """Append a failure as an open task, with the last lines of output indented beneath it."""
+    lines = [line[:300] for line in redact(output).strip().splitlines()[-TASK_LINES:]]
+    detail = "".join(f"\n      {line}" for line in lines if line.strip())
+    current = TASKS.read_text("utf-8", "replace").rstrip("\n") if TASKS.exists() else "# Pending tasks"
+    write_atomically(TASKS, f"{current}\n- [ ] {redact(headline)}{detail}\n")
+
+
+def describe_changes(changed):
+    return ", ".join(f"{rel} ({kind}) +{added} −{removed}" if kind != "changed" else f"{rel} +{added} −{removed}"
+                     for rel, kind, added, removed in changed)
+
+
+def log_iteration(number, result, duration):
+    record = result.get("record") or {}
+    tokens = record.get("tokens") if isinstance(record.get("tokens"), dict) else {}
+    lines = [f"## Iteration {number} — {utc_now()} — {result['outcome']}", ""]
+    if record.get("tasks"):
+        lines += ["- Tasks:"] + [f"  {n}. {str(task).strip()}" for n, task in enumerate(record["tasks"], 1)]
+    if record.get("done"):
+        lines.append("- Done from pending_tasks.md: " + "; ".join(map(str, record["done"])))
+    lines.append(f"- Files: {describe_changes(result['changes']) or 'none changed'}")
+    for label, key in (("Refused", "refused"), ("Put back (protected)", "put_back")):
+        if record.get(key) or result.get(key):
+            lines.append(f"- {label}: " + "; ".join(map(str, record.get(key) or result.get(key))))
+    if result.get("reason"):
+        lines.append(f"- Reason: {result['reason']}")
+    if result.get("restored"):
+        lines.append(f"- Restored snapshot {result['restored']}; the failing state is kept in "
+                     f"backups/{result['kept']}")
+    lines.append(f"- Model: {record.get('model') or 'none'}, {record.get('requests', 0)} request(s), tokens "
+                 f"{tokens.get('prompt', 0):,} prompt + {tokens.get('output', 0):,} output + "
+                 f"{tokens.get('thinking', 0):,} thinking; {duration:.1f} s")
+    if result.get("output"):
+        lines += ["- Last output:", ""] + [f"      {line}" for line in result["output"].splitlines()[-TASK_LINES:]]
+    with LOG.open("a", encoding="utf-8") as log:
+        log.write(redact("\n" + "\n".join(lines) + "\n"))
+
+
+def utc_now():
+    return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+# --- one iteration ----------------------------------------------------------------------------
+def run_iteration(number, index, args, bad):
+    """Run the seed once, gate what it wrote, land it or roll back; return what happened."""
+    start = snapshot(index, "before" if index["snapshots"] else "genesis", number)
+    guarded = read_guarded()
+    RECORD.unlink(missing_ok=True)
+    try:
+        code, output = run_seed(args.timeout)
+        result = {"put_back": put_back_guarded(guarded, number), "record": read_record()}
+        result["changes"] = changes_since(start)
+        failure = judge(code, result, output)
+    except KeyboardInterrupt:
+        put_back_guarded(guarded, number)
+        set_aside(index, start, number)
+        raise
+    seed_ran = code == 0 and bool(result["record"] or result["changes"])
+    if seed_ran and not start["good"]:
+        start["good"] = True  # an iteration started from it finished: it is known good
+        save_index(index)
+    if failure:
+        roll_back(index, start, seed_ran, number, bad, result)
+        result.update(outcome=f"rolled back: {failure[0]}", reason=failure[0], output=redact(failure[1]))
+        add_task(f"Iteration {number} was rolled back: {failure[0]}. Find and fix the cause.", failure[1])
+    elif code == EX_CONFIG:
+        result.update(outcome="stopped: configuration error", reason=seed_message(result, output))
+    elif code == EX_UNAVAILABLE:
+        result["wait_until"] = wait_until(result["record"])
+        result.update(outcome=f"waiting until {result['wait_until']:%Y-%m-%d %H:%M} UTC",
+                      reason=seed_message(result, output))
+    elif result["changes"]:
+        result["outcome"] = f"landed: {len(result['changes'])} file(s) changed"
+    else:
+        why = (result["record"] or {}).get("reason")
+        result["outcome"] = f"no change: {why}" if why else "no change"
+    return result
+
+
+def judge(code, result, output):
+    """None if this run passes, else (why it failed, the output that shows it)."""
+    if code is None:
+        return ("seed.py timed out and was killed with its children", output)
+    if code not in (0, EX_UNAVAILABLE, EX_CONFIG):
+        return (f"seed.py crashed (exit {code})", output)
+    if code == 0 and not result["record"] and not result["changes"]:
+        return ("seed.py exited 0 without a record or a change (a stall)", output)
+    return gate() if result["changes"] else None
+
+
+def roll_back(index, start, seed_ran, number, bad, result):
+    """Keep the failing state, then restore: the start if its seed ran, else walk further back."""
+    kept = snapshot(index, "failed", number)
+    if not seed_ran:
+        bad.add(start["id"])
+    target = start if seed_ran else walk_back(index, bad)
+    restore(target)
+    result.update(kept=kept["id"], restored=target["id"], stuck=target["id"] in bad)
+
+
+def set_aside(index, start, number):
+    """On Ctrl+C mid-run: keep what the run wrote, and put the codebase back as the run found it."""
+    if manifest() != start["files"]:
+        kept = snapshot(index, "interrupted", number)
+        restore(start)
+        say(f"the interrupted run's changes are kept in backups/{kept['id']}; the codebase is as it was")
+
+
+def seed_message(result, output):
+    reason = (result["record"] or {}).get("reason")
+    lines = [line for line in output.splitlines() if line.strip()]
+    return redact(str(reason) if reason else lines[-1] if lines else "no message")
+
+
+def wait_until(record):
+    """When to try again after exit 75: as the seed says, within a day, else DEFAULT_WAIT from now."""
+    now = datetime.now(timezone.utc)
+    try:
+        until = datetime.fromisoformat((record or {}).get("retry_at"))
+        return min(max(until, now), now + timedelta(days=1, minutes=5))
+    except (TypeError, ValueError):
+        return now + timedelta(seconds=DEFAULT_WAIT)
+
+
+# --- the loop ---------------------------------------------------------------------------------
+def supervise(args, index):
+    """Run iterations until --iterations is reached; the exit code."""
+    bad, totals, done = set(), Counter(), 0
+    try:
+        while args.iterations == 0 or done < args.iterations:
+            index["iteration"] += 1
+            save_index(index)
+            began = time.monotonic()
+            result = run_iteration(index["iteration"], index, args, bad)
+            log_iteration(index["iteration"], result, time.monotonic() - began)
+            report(index["iteration"], result, time.monotonic() - began, totals)
+            done += 1
+            if result["outcome"].startswith("stopped"):
+                say(f"stopped: {result['reason']}")
+                return EX_CONFIG
+            if args.iterations == 0 or done < args.iterations:
+                pause(result, args.delay)
+        return 0
+    except KeyboardInterrupt:
+        say("interrupted: the seed is stopped, the codebase is consistent, the lock is free")
+        return 130
+    finally:
+        print(redact(summary(done, totals)), flush=True)
+
+
+def report(number, result, duration, totals):
+    """One line a person can scan, and the running totals for the summary."""
+    record = result.get("record") or {}
+    tokens = record.get("tokens") if isinstance(record.get("tokens"), dict) else {}
+    spent = sum(v for v in tokens.values() if isinstance(v, int))
+    totals[result["outcome"].split(":")[0].split(" until")[0]] += 1
+    totals["requests"] += int(record.get("requests") or 0)
+    totals["tokens"] += spent
+    files = describe_changes(result["changes"]) if result["outcome"].startswith("landed") else ""
+    say(f"#{number} {result['outcome']}{' — ' + files if files else ''} ({duration:.0f} s, "
+        f"{record.get('requests', 0)} request(s), {spent:,} tokens)")
+
+
+def summary(done, totals):
+    counts = ", ".join(f"{totals[k]} {k}" for k in ("landed", "no change", "rolled back", "waiting") if totals[k])
+    return (f"{done} iteration(s){': ' + counts if counts else ''}; {totals['requests']} request(s), "
+            f"{totals['tokens']:,} tokens. The log is in {LOG.name}.")
+
+
+def pause(result, delay):
+    """Wait before the next iteration: as the seed asked after exit 75, longer when stuck at genesis."""
+    if result.get("wait_until"):
+        seconds = (result["wait_until"] - datetime.now(timezone.utc)).total_seconds()
+        local = result["wait_until"].astimezone()
+        say(f"waiting until {local:%H:%M} local time ({seconds / 60:.0f} min): {result['reason']}")
+    elif result.get("stuck"):
+        seconds = max(delay, 600)
+        say(f"no known-good state is left to go back to; trying again in {seconds / 60:.0f} min")
+    else:
+        seconds = delay
+    time.sleep(max(0.0, seconds))
+
+
+# --- startup ----------------------------------------------------------------------------------
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description="Run seed.py over and over, keeping the codebase alive.")
+    parser.add_argument("--iterations", type=int, default=0, metavar="N",
+                        help="stop after N iterations (default 0: run forever)")
+    parser.add_argument("--delay", type=float, default=5.0, metavar="SECONDS",
+                        help="pause between iterations (default 5)")
+    parser.add_argument("--timeout", type=float, default=900.0, metavar="SECONDS",
+                        help="time limit for one seed run, after which it is killed with its children (default 900)")
+    args = parser.parse_args(argv)
+    if args.iterations < 0 or args.delay < 0 or args.timeout < 30:
+        parser.error("--iterations and --delay cannot be negative, and --timeout must be at least 30")
+    return args
+
+
+def config_error(message):
+    print(redact(f"fallback: {message}"), file=sys.stderr, flush=True)
+    return EX_CONFIG
+
+
+def check_setup():
+    """The first thing a user must fix, as one line, or None."""
+    if os.name != "posix":
+        return "fallback.py needs Linux or macOS (on Windows, run it inside WSL)"
+    missing = [name for name in ("requests", "dotenv", "pytest") if importlib.util.find_spec(name) is None]
+    if missing:
+        return f"missing Python packages ({', '.join(missing)}): run  pip install -r requirements.txt"
+    from dotenv import load_dotenv
+    load_dotenv(ROOT / ".env")  # real environment variables win over .env
+    if not os.environ.get("GEMINI_API_KEY", "").strip():
+        return ("GEMINI_API_KEY is not set: copy .env.example to .env and put your key in it "
+                "(a free key: https://aistudio.google.com/apikey)")
+    if not (ROOT / "seed.py").is_file():
+        return f"there is no seed.py in {ROOT}: restore it with  git checkout seed.py"
+    return None
+
+
+def take_lock():
+    """Hold an exclusive lock for as long as this process lives; None if another supervisor has it."""
+    BACKUPS.mkdir(exist_ok=True)
+    lock = LOCK.open("a+")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.seek(0)
+        return None, lock.read().strip() or "unknown"
+    lock.truncate(0)
+    lock.write(str(os.getpid()))
+    lock.flush()
+    return lock, None
+
+
+def recover(index):
+    """Finish what a killed supervisor left: a restore under way, a half-made snapshot."""
+    for staging in BACKUPS.glob(".staging-*"):
+        shutil.rmtree(staging, ignore_errors=True)
+    if RESTORING.exists():
+        wanted = json.loads(RESTORING.read_text()).get("id")
+        entry = next((e for e in index["snapshots"] if e["id"] == wanted), None)
+        if entry:
+            restore(entry)
+            say(f"finished the restore of snapshot {wanted} that was under way when the last run stopped")
+        else:
+            RESTORING.unlink()
+
+
+def stop_on_sigterm(signum, frame):
+    raise KeyboardInterrupt
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    problem = check_setup()
+    if problem:
+        return config_error(problem)
+    lock, holder = take_lock()
+    if lock is None:
+        print(f"fallback: another supervisor is already running on {ROOT} (pid {holder}); stop it first",
+              file=sys.stderr)
+        return 1
+    signal.signal(signal.SIGTERM, stop_on_sigterm)
+    if not LOG.exists():
+        LOG.write_text("# Iteration log\n\nfallback.py appends one section per iteration here. Newest at the bottom.\n")
+    index = load_index()
+    recover(index)
+    say(f"supervising {ROOT} ({'forever' if args.iterations == 0 else f'{args.iterations} iteration(s)'}); "
+        f"Ctrl+C stops. Progress: {LOG.name}")
+    return supervise(args, index)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
