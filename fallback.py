@@ -493,8 +493,8 @@ def parse_args(argv):
     parser.add_argument("--timeout", type=float, default=900.0, metavar="SECONDS",
                         help="time limit for one seed run, after which it is killed with its children (default 900)")
     args = parser.parse_args(argv)
-    if args.iterations < 0 or args.delay < 0 or args.timeout < 30:
-        parser.error("--iterations and --delay cannot be negative, and --timeout must be at least 30")
+    if args.iterations < 0 or args.delay < 0 or args.timeout <= 0:
+        parser.error("--iterations and --delay cannot be negative, and --timeout must be positive")
     return args
 
 

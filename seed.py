@@ -35,7 +35,8 @@ MAX_OPEN_TASKS = 20         # open tasks shown per prompt, oldest first
 LOG_TAIL_CHARS = 6_000      # how much of iteration_log.md the model sees
 TRANSIENT_TRIES = 3         # tries per model on 5xx, timeouts and network errors
 MINUTE_WAITS = 3            # per-minute 429s waited out inside one run
-DEADLINE = time.monotonic() + float(os.environ.get("SEED_TIMEOUT", 900)) - 20  # end before the supervisor's limit
+RUN_SECONDS = float(os.environ.get("SEED_TIMEOUT", 900))  # the supervisor's limit for this run
+DEADLINE = time.monotonic() + RUN_SECONDS - min(20, RUN_SECONDS / 4)  # end before that limit, with a margin
 STATE = ROOT / ".seed"
 RECORD = STATE / "record.json"  # what this run did, read by fallback.py
 QUOTA = STATE / "quota.json"    # models whose day is spent (or that are gone), until when
@@ -226,12 +227,12 @@ def call_model(key, model, prompt, record):
             "generationConfig": {"responseMimeType": "application/json", "responseSchema": SCHEMA}}
     transient, minute_waits = 0, 0
     while True:
-        if remaining_seconds() < 15:
+        if remaining_seconds() < 1:
             raise Stop(75, "out of time for this run", datetime.now(timezone.utc) + timedelta(minutes=5))
         print(f"asking {model} (prompt {len(prompt):,} characters)", flush=True)
         try:
             response = requests.post(url, json=body, headers={"x-goog-api-key": key},
-                                     timeout=(10, min(300, remaining_seconds() - 10)))
+                                     timeout=(min(10, remaining_seconds()), min(300, remaining_seconds())))
         except (requests.exceptions.InvalidURL, requests.exceptions.MissingSchema,
                 requests.exceptions.InvalidSchema):
             raise Stop(78, f"GEMINI_API_BASE is not a usable URL: {API_BASE!r}") from None
@@ -249,7 +250,7 @@ def call_model(key, model, prompt, record):
         if code == 429:
             minute_waits += 1
             wait = retry_delay(details) or 60.0
-            if minute_waits > MINUTE_WAITS or wait > remaining_seconds() - 60:
+            if minute_waits > MINUTE_WAITS or wait > remaining_seconds() / 2:
                 raise Stop(75, f"{model} is rate limited", datetime.now(timezone.utc) + timedelta(seconds=wait))
             print(f"{model}: per-minute limit, waiting {wait:.0f} s", flush=True)
             time.sleep(wait)
@@ -269,7 +270,7 @@ def retry_later(tries, why):
     """Back off before the next try, or give up for now (exit 75) when tries or time run out."""
     tries += 1
     wait = float(os.environ.get("SEED_BACKOFF", 5)) * 4 ** (tries - 1)
-    if tries >= TRANSIENT_TRIES or wait > remaining_seconds() - 30:
+    if tries >= TRANSIENT_TRIES or wait > remaining_seconds() / 2:
         raise Stop(75, why, datetime.now(timezone.utc) + timedelta(minutes=5))
     print(f"{why}; retrying in {wait:.0f} s", flush=True)
     time.sleep(wait)

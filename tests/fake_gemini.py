@@ -20,7 +20,7 @@ class FakeGemini:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True).start()
 
     def reply(self, body, model=None, delay=0.0, hook=None):
         """Queue a reply (an error body is sent with its own code); `hook(request)` runs before it is sent."""

@@ -1,0 +1,172 @@
+"""The seed's contract, tested from outside: `python seed.py` against the fake Gemini server.
+
+The supervisor's gate runs these on every change, so an evolved seed.py that drops a rule is rolled back.
+"""
+import json
+import os
+import time
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+import fake_gemini as api
+from conftest import KEY, run_seed
+
+
+def record_of(root):
+    return json.loads((root / ".seed" / "record.json").read_text())
+
+
+def test_an_answer_is_written_and_recorded(workspace, env, gemini):
+    gemini.reply(api.answer([("hello.py", "print('hello')\n"), ("pkg/util.py", "X = 1\n")]))
+    done = run_seed(workspace, env)
+    assert done.returncode == 0, done.stderr
+    assert (workspace / "hello.py").read_text() == "print('hello')\n"
+    assert (workspace / "pkg" / "util.py").read_text() == "X = 1\n"
+    record = record_of(workspace)
+    assert sorted(record["files"]) == ["hello.py", "pkg/util.py"]
+    assert record["tasks"] == ["task one", "task two", "task three"]
+    assert record["requests"] == 1 and record["model"] == "gemini-3.5-flash"
+    assert record["tokens"] == {"prompt": 1200, "output": 300, "thinking": 150}
+    [request] = gemini.requests
+    assert request["path"] == "/v1beta/models/gemini-3.5-flash:generateContent"
+    assert request["headers"]["x-goog-api-key"] == KEY and KEY not in request["path"]
+    config = request["body"]["generationConfig"]
+    assert config["responseMimeType"] == "application/json"
+    assert {"tasks", "files"} <= set(config["responseSchema"]["required"])
+
+
+def test_unsafe_paths_are_refused_and_the_rest_written(workspace, env, gemini, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (workspace / "link").symlink_to(outside)
+    unsafe = ["fallback.py", "goal.md", ".env", "iteration_log.md", "tests/conftest.py", "backups/x.py",
+              ".git/config", "../escaped.py", str(tmp_path / "absolute.py"), "link/through.py", "FALLBACK.PY"]
+    protected_before = {p: (workspace / p).read_bytes() for p in ("fallback.py", "goal.md", "tests/conftest.py")}
+    gemini.reply(api.answer([(p, "owned = True\n") for p in unsafe] + [("ok.py", "ok = True\n")]))
+    done = run_seed(workspace, env)
+    assert done.returncode == 0, done.stderr
+    assert (workspace / "ok.py").exists()
+    assert {p: (workspace / p).read_bytes() for p in protected_before} == protected_before
+    assert not any((workspace / p).exists() for p in (".env", "backups/x.py", ".git/config"))
+    assert list(outside.iterdir()) == [] and not (tmp_path / "escaped.py").exists()
+    assert not (tmp_path / "absolute.py").exists()
+    assert len(record_of(workspace)["refused"]) == len(unsafe)
+
+
+def test_a_compile_error_puts_every_written_file_back(workspace, env, gemini):
+    (workspace / "util.py").write_text("VALUE = 1\n")
+    gemini.reply(api.answer([("util.py", "VALUE = 2\n"), ("new.py", "x = 1\n"), ("broken.py", "def f(:\n")]))
+    done = run_seed(workspace, env)
+    assert done.returncode == 0, done.stderr
+    assert (workspace / "util.py").read_text() == "VALUE = 1\n"
+    assert not (workspace / "new.py").exists() and not (workspace / "broken.py").exists()
+    assert "broken.py line 1" in record_of(workspace)["reason"]
+    assert "- [ ] The last answer did not compile" in (workspace / "pending_tasks.md").read_text()
+
+
+@pytest.mark.parametrize("reply, reason", [
+    (api.max_tokens(with_parts=True), "cut off"),
+    (api.max_tokens(with_parts=False), "cut off"),
+    (api.blocked(), "blocked"),
+    (api.text_answer("Sure! Here is the code you asked for."), "not the JSON"),
+    (api.answer([("a.py", "import os\n"), ("seed.py", "import os\n# ... existing code ...\n")]), "lazy"),
+    (api.answer([("a.py", "def main():\n    pass\n\n# rest of the file remains unchanged\n")]), "lazy"),
+])
+def test_an_unusable_answer_changes_nothing(workspace, env, gemini, reply, reason):
+    seed_before = (workspace / "seed.py").read_bytes()
+    gemini.reply(reply)
+    done = run_seed(workspace, env)
+    assert done.returncode == 0, done.stderr
+    assert (workspace / "seed.py").read_bytes() == seed_before and not (workspace / "a.py").exists()
+    record = record_of(workspace)
+    assert record["outcome"] == "rejected" and reason in record["reason"]
+
+
+def test_a_per_minute_limit_is_waited_out_in_the_run(workspace, env, gemini):
+    gemini.reply(api.per_minute("0.5s")).reply(api.answer([("a.py", "a = 1\n")]))
+    started = time.monotonic()
+    done = run_seed(workspace, env)
+    assert done.returncode == 0 and (workspace / "a.py").exists()
+    assert len(gemini.requests) == 2 and time.monotonic() - started >= 0.5
+
+
+def test_a_spent_day_moves_to_the_next_model_and_is_remembered(workspace, env, gemini):
+    env["GEMINI_MODEL"] = "gemini-3.5-flash, gemini-2.5-flash-lite"
+    gemini.reply(api.per_day(), model="gemini-3.5-flash")
+    gemini.reply(api.answer([("a.py", "a = 1\n")]), model="gemini-2.5-flash-lite")
+    gemini.reply(api.answer([("b.py", "b = 1\n")]), model="gemini-2.5-flash-lite")
+    assert run_seed(workspace, env).returncode == 0
+    assert run_seed(workspace, env).returncode == 0
+    assert gemini.models_asked() == ["gemini-3.5-flash", "gemini-2.5-flash-lite", "gemini-2.5-flash-lite"]
+    assert (workspace / "a.py").exists() and (workspace / "b.py").exists()
+
+
+def test_when_every_day_is_spent_it_exits_75_until_midnight_pacific(workspace, env, gemini):
+    gemini.reply(api.per_day())
+    done = run_seed(workspace, env)
+    assert done.returncode == 75
+    assert len(gemini.requests) == 1  # never retried after its "retry in 38s"
+    retry_at = datetime.fromisoformat(record_of(workspace)["retry_at"])
+    assert timedelta(0) < retry_at - datetime.now(timezone.utc) <= timedelta(hours=24)
+    assert retry_at.minute == 0 and retry_at.hour in (7, 8)  # midnight in Los Angeles, PDT or PST
+    assert run_seed(workspace, env).returncode == 75 and len(gemini.requests) == 1  # remembered: no request
+
+
+def test_server_errors_are_retried_then_given_up_for_now(workspace, env, gemini):
+    gemini.reply(api.overloaded()).reply(api.answer([("a.py", "a = 1\n")]))
+    assert run_seed(workspace, env).returncode == 0 and (workspace / "a.py").exists()
+    assert len(gemini.requests) == 2
+    done = run_seed(workspace, env)  # nothing more scripted: the fake answers 500 every time
+    assert done.returncode == 75 and record_of(workspace)["retry_at"]
+    assert 2 < len(gemini.requests) <= 5
+
+
+def test_a_rejected_key_stops_with_one_line_and_never_shows_the_key(workspace, env, gemini):
+    gemini.reply(api.key_invalid(KEY))
+    done = run_seed(workspace, env)
+    assert done.returncode == 78
+    message = done.stderr.strip()
+    assert len(message.splitlines()) == 1 and "GEMINI_API_KEY" in message
+    assert KEY not in done.stdout + done.stderr + (workspace / ".seed" / "record.json").read_text()
+
+
+def test_a_missing_key_exits_78_without_a_request(workspace, env, gemini):
+    del env["GEMINI_API_KEY"]
+    done = run_seed(workspace, env)
+    assert done.returncode == 78 and "GEMINI_API_KEY" in done.stderr and gemini.requests == []
+
+
+def test_a_retired_model_is_skipped_and_no_usable_model_exits_78(workspace, env, gemini):
+    env["GEMINI_MODEL"] = "gemini-2.5-flash,gemini-3.5-flash"
+    gemini.reply(api.model_gone("gemini-2.5-flash"), model="gemini-2.5-flash")
+    gemini.reply(api.answer([("a.py", "a = 1\n")]), model="gemini-3.5-flash")
+    assert run_seed(workspace, env).returncode == 0 and (workspace / "a.py").exists()
+    env["GEMINI_MODEL"] = "gemini-9-typo"
+    gemini.reply(api.model_gone("gemini-9-typo"))
+    done = run_seed(workspace, env)
+    assert done.returncode == 78 and "GEMINI_MODEL" in done.stderr
+
+
+def test_no_network_exits_75(workspace, env, gemini):
+    env["GEMINI_API_BASE"] = "http://127.0.0.1:9"  # nothing listens there
+    done = run_seed(workspace, env)
+    assert done.returncode == 75 and record_of(workspace)["retry_at"]
+
+
+def test_the_prompt_carries_goal_tasks_and_a_bounded_codebase(workspace, env, gemini):
+    (workspace / "goal.md").write_text("Grow a tiny calculator.\n")
+    with (workspace / "pending_tasks.md").open("a") as tasks:
+        tasks.write("- [ ] add a square root to calc.py\n- [ ] keep this one open\n")
+    (workspace / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    (workspace / "huge.txt").write_text("z" * 400_000)
+    gemini.reply(api.answer([("calc.py", "import math\nsqrt = math.sqrt\n")], done=[1]))
+    assert run_seed(workspace, env).returncode == 0
+    prompt = gemini.prompts()[0]
+    assert "Grow a tiny calculator." in prompt
+    assert "1. add a square root to calc.py" in prompt and "def add(a, b)" in prompt
+    assert "huge.txt (400,000 bytes)" in prompt and "z" * 1000 not in prompt
+    assert len(prompt) < 400_000
+    tasks = (workspace / "pending_tasks.md").read_text()
+    assert "- [x] add a square root to calc.py" in tasks and "- [ ] keep this one open" in tasks
+    assert os.environ.get("GEMINI_API_KEY", KEY) not in prompt
