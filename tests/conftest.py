@@ -3,6 +3,7 @@ import os
 import shutil
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from fake_gemini import FakeGemini
 
 REPO = Path(__file__).resolve().parent.parent
-KEY = "AIzaSyFAKE-test-key-that-must-never-leak0"
+KEY = "AIzaSyTEST" + uuid.uuid4().hex[:29]  # made per session, so no file holds it unless it leaked
 WORKSPACE_FILES = ["seed.py", "fallback.py", "goal.md", "pending_tasks.md", "iteration_log.md", ".env.example",
                    "tests/conftest.py", "tests/fake_gemini.py"]
 

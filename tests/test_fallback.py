@@ -1,0 +1,319 @@
+"""The supervisor end to end: `python fallback.py` in a copy of the workspace, against the fake Gemini server.
+
+These are slow for the gate, so fallback.py keeps this file out of it.
+"""
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import fake_gemini as api
+from conftest import KEY, REPO
+
+CRASHES_AT_START = "def main():\n    raise RuntimeError('the evolved seed broke at start')\n\n\n" \
+                   "if __name__ == '__main__':\n    main()\n"
+HANGS_WITH_A_CHILD = """import os, subprocess, sys, time
+def main():
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+    with open(os.environ["CHILD_PID_FILE"], "w") as out:
+        out.write(str(child.pid))
+    time.sleep(300)
+if __name__ == "__main__":
+    main()
+"""
+DOES_NOTHING = "if __name__ == '__main__':\n    pass\n"
+
+
+def evolved_seed(body):
+    """A stand-in seed.py that runs `body`, then leaves a record as a real seed does."""
+    return (f"import json, pathlib, sys, time\n\n\ndef main():\n{body}\n"
+            "    pathlib.Path('.seed').mkdir(exist_ok=True)\n"
+            "    pathlib.Path('.seed/record.json').write_text(json.dumps({'outcome': 'applied', 'requests': 0}))\n\n\n"
+            "if __name__ == '__main__':\n    main()\n")
+
+
+def run_fallback(root, env, *args, timeout=120):
+    return subprocess.run([sys.executable, "fallback.py", "--delay", "0", *args], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def outcomes(root):
+    return re.findall(r"^## Iteration \d+ — [\d-]+ [\d:]+ UTC — (.*)$", (root / "iteration_log.md").read_text(), re.M)
+
+
+def alive(pid):
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False
+
+
+def processes_in(root):
+    """Process ids whose working directory is the workspace (the seed and anything it started)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and os.readlink(entry / "cwd") == str(root):
+                found.append(int(entry.name))
+        except OSError:
+            pass
+    return found
+
+
+def wait_for(condition, seconds=20):
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.05)
+
+
+def test_a_change_lands_and_is_logged(workspace, env, gemini):
+    gemini.reply(api.answer([("notes.py", "def add(text):\n    return text\n")],
+                            tasks=["Create notes.py", "Add add()", "Keep it small"]))
+    done = run_fallback(workspace, env, "--iterations", "1")
+    assert done.returncode == 0, done.stderr
+    assert (workspace / "notes.py").exists()
+    log = (workspace / "iteration_log.md").read_text()
+    assert outcomes(workspace) == ["landed: 1 file(s) changed"]
+    assert "  1. Create notes.py" in log and "notes.py (new) +2 −0" in log
+    assert "gemini-3.5-flash, 1 request(s), tokens 1,200 prompt + 300 output + 150 thinking" in log
+    assert re.search(r"#1 landed: .*notes\.py \(new\) \+2", done.stdout)
+    assert "1 iteration(s): 1 landed; 1 request(s), 1,650 tokens" in done.stdout
+    assert (workspace / "backups" / "0001" / "seed.py").read_bytes() == (REPO / "seed.py").read_bytes()
+
+
+def test_a_syntax_error_is_refused_and_fed_back_to_the_next_prompt(workspace, env, gemini):
+    gemini.reply(api.answer([("calc.py", "def add(a, b:\n    return a + b\n")]))
+    gemini.reply(api.answer([("calc.py", "def add(a, b):\n    return a + b\n")], done=[1]))
+    done = run_fallback(workspace, env, "--iterations", "2")
+    assert done.returncode == 0, done.stderr
+    assert outcomes(workspace) == ["no change: compile error: calc.py line 1: '(' was never closed",
+                                   "landed: 1 file(s) changed"]
+    assert "The last answer did not compile" in gemini.prompts()[1]
+    assert "- [x] The last answer did not compile" in (workspace / "pending_tasks.md").read_text()
+
+
+def test_broken_code_that_reaches_the_disk_is_rolled_back(workspace, env, gemini):
+    (workspace / "seed.py").write_text(evolved_seed("    pathlib.Path('broken.py').write_text('def f(:\\n')"))
+    done = run_fallback(workspace, env, "--iterations", "1")
+    assert done.returncode == 0, done.stderr
+    assert outcomes(workspace) == ["rolled back: compile and import check failed"]
+    assert not (workspace / "broken.py").exists()
+    assert (workspace / "backups" / "0002" / "broken.py").exists()  # the failing state is kept
+    assert "broken.py" in (workspace / "pending_tasks.md").read_text()
+
+
+def test_a_seed_that_crashes_at_its_next_start_is_rolled_back(workspace, env, gemini):
+    gemini.reply(api.answer([("hello.py", "print('hi')\n")]))
+    gemini.reply(api.answer([("seed.py", CRASHES_AT_START)]))
+    gemini.reply(api.answer([("later.py", "x = 1\n")]))
+    done = run_fallback(workspace, env, "--iterations", "4")
+    assert done.returncode == 0, done.stderr
+    assert outcomes(workspace) == ["landed: 1 file(s) changed", "landed: 1 file(s) changed",
+                                   "rolled back: seed.py crashed (exit 1)", "landed: 1 file(s) changed"]
+    assert (workspace / "seed.py").read_bytes() == (REPO / "seed.py").read_bytes()
+    assert (workspace / "hello.py").exists() and (workspace / "later.py").exists()
+    tasks = (workspace / "pending_tasks.md").read_text()
+    assert "- [ ] Iteration 3 was rolled back: seed.py crashed (exit 1)" in tasks
+    assert "RuntimeError: the evolved seed broke at start" in tasks
+
+
+def test_a_hang_is_killed_with_its_children(workspace, env, gemini, tmp_path):
+    env["CHILD_PID_FILE"] = str(tmp_path / "child.pid")
+    gemini.reply(api.answer([("seed.py", HANGS_WITH_A_CHILD)]))
+    started = time.monotonic()
+    done = run_fallback(workspace, env, "--iterations", "2", "--timeout", "4")
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - started < 30
+    assert outcomes(workspace)[1] == "rolled back: seed.py timed out and was killed with its children"
+    assert not alive(int((tmp_path / "child.pid").read_text()))
+    assert (workspace / "seed.py").read_bytes() == (REPO / "seed.py").read_bytes()
+
+
+def test_a_seed_that_does_nothing_is_a_stall_and_rolled_back(workspace, env, gemini):
+    gemini.reply(api.answer([("seed.py", DOES_NOTHING)]))
+    done = run_fallback(workspace, env, "--iterations", "2")
+    assert outcomes(workspace)[1] == "rolled back: seed.py exited 0 without a record or a change (a stall)"
+    assert (workspace / "seed.py").read_bytes() == (REPO / "seed.py").read_bytes()
+    assert done.returncode == 0
+
+
+def test_a_failing_test_the_model_wrote_rolls_its_change_back(workspace, env, gemini):
+    gemini.reply(api.answer([("calc.py", "def add(a, b):\n    return a - b\n"),
+                             ("tests/test_calc.py", "from calc import add\n\n\ndef test_add():\n"
+                                                    "    assert add(2, 2) == 4\n")]))
+    done = run_fallback(workspace, env, "--iterations", "1")
+    assert done.returncode == 0, done.stderr
+    assert outcomes(workspace) == ["rolled back: tests failed"]
+    assert not (workspace / "calc.py").exists() and not (workspace / "tests" / "test_calc.py").exists()
+    assert "assert -0 == 4" in (workspace / "pending_tasks.md").read_text() or \
+           "assert 0 == 4" in (workspace / "pending_tasks.md").read_text()
+
+
+def test_the_seed_contract_tests_in_the_gate_roll_back_an_unsafe_seed(workspace, env, gemini):
+    (workspace / "tests" / "test_seed.py").write_bytes((REPO / "tests" / "test_seed.py").read_bytes())
+    original = (REPO / "seed.py").read_text()
+    unsafe = original.replace('why = refusal(item["path"], item["content"])', "why = None")
+    assert unsafe != original
+    gemini.reply(api.answer([("seed.py", unsafe)]))
+    done = run_fallback(workspace, env, "--iterations", "1")
+    assert done.returncode == 0, done.stderr
+    assert outcomes(workspace) == ["rolled back: tests failed"]
+    assert (workspace / "seed.py").read_text() == original
+
+
+def test_unsafe_paths_are_refused_and_logged(workspace, env, gemini):
+    fallback_before = (workspace / "fallback.py").read_bytes()
+    gemini.reply(api.answer([("fallback.py", "print('mine now')\n"), ("../outside.py", "x = 1\n"),
+                             ("/tmp/absolute.py", "x = 1\n")]))
+    done = run_fallback(workspace, env, "--iterations", "1")
+    assert done.returncode == 0, done.stderr
+    assert (workspace / "fallback.py").read_bytes() == fallback_before
+    assert not (workspace.parent / "outside.py").exists()
+    log = (workspace / "iteration_log.md").read_text()
+    assert "- Refused: fallback.py: protected; ../outside.py: leaves the workspace; /tmp/absolute.py: not a " \
+           "relative path" in log
+
+
+def test_a_protected_file_changed_by_the_seed_is_put_back(workspace, env, gemini):
+    fallback_before = (workspace / "fallback.py").read_bytes()
+    (workspace / "seed.py").write_text(evolved_seed("    pathlib.Path('fallback.py').write_text('gone')"))
+    done = run_fallback(workspace, env, "--iterations", "1")
+    assert done.returncode == 0, done.stderr
+    assert (workspace / "fallback.py").read_bytes() == fallback_before
+    assert (workspace / "backups" / "replaced" / "0001" / "fallback.py").read_text() == "gone"
+    assert "- Put back (protected): fallback.py" in (workspace / "iteration_log.md").read_text()
+
+
+def test_endless_output_neither_stalls_the_loop_nor_bloats_a_file(workspace, env, gemini):
+    (workspace / "seed.py").write_text(evolved_seed("    for _ in range(20 * 1024):\n"
+                                                    "        sys.stdout.write('x' * 1023 + '\\n')"))
+    started = time.monotonic()
+    done = run_fallback(workspace, env, "--iterations", "1")
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - started < 30
+    assert outcomes(workspace) == ["no change"]
+    assert (workspace / "iteration_log.md").stat().st_size < 20_000
+
+
+def test_a_per_minute_limit_is_waited_out_without_rollback(workspace, env, gemini):
+    gemini.reply(api.per_minute("0.2s")).reply(api.answer([("a.py", "a = 1\n")]))
+    tasks_before = (workspace / "pending_tasks.md").read_text()
+    done = run_fallback(workspace, env, "--iterations", "1")
+    assert done.returncode == 0, done.stderr
+    assert outcomes(workspace) == ["landed: 1 file(s) changed"] and len(gemini.requests) == 2
+    assert (workspace / "pending_tasks.md").read_text() == tasks_before
+
+
+def test_a_spent_day_waits_for_the_reset_without_retrying(workspace, env, gemini):
+    gemini.reply(api.per_day())
+    tasks_before = (workspace / "pending_tasks.md").read_text()
+    done = run_fallback(workspace, env, "--iterations", "1")
+    assert done.returncode == 0, done.stderr
+    [outcome] = outcomes(workspace)
+    assert re.fullmatch(r"waiting until \d{4}-\d\d-\d\d 0[78]:00 UTC", outcome)
+    assert len(gemini.requests) == 1
+    assert (workspace / "pending_tasks.md").read_text() == tasks_before  # no rollback, no task
+
+
+def test_the_supervisor_waits_as_long_as_the_seed_asks(workspace, env, gemini):
+    (workspace / "seed.py").write_text(
+        "import datetime, json, pathlib, sys\n\n\ndef main():\n"
+        "    again = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=2)\n"
+        "    pathlib.Path('.seed').mkdir(exist_ok=True)\n"
+        "    pathlib.Path('.seed/record.json').write_text(json.dumps({'retry_at': again.isoformat(), "
+        "'reason': 'busy'}))\n    sys.exit(75)\n\n\nif __name__ == '__main__':\n    main()\n")
+    started = time.monotonic()
+    done = run_fallback(workspace, env, "--iterations", "2")
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - started >= 2
+    assert [o.split(" until")[0] for o in outcomes(workspace)] == ["waiting", "waiting"]
+    assert "waiting until" in done.stdout and "busy" in done.stdout
+
+
+def test_a_missing_key_stops_before_anything_runs(workspace, env, gemini):
+    del env["GEMINI_API_KEY"]
+    done = run_fallback(workspace, env, "--iterations", "1")
+    assert done.returncode == 78
+    assert done.stdout == "" and len(done.stderr.strip().splitlines()) == 1
+    assert "GEMINI_API_KEY" in done.stderr and ".env" in done.stderr
+    assert gemini.requests == [] and not (workspace / "backups" / "index.json").exists()
+
+
+def test_a_rejected_key_stops_with_one_clear_line_and_leaks_nowhere(workspace, env, gemini):
+    gemini.reply(api.key_invalid(KEY))
+    done = run_fallback(workspace, env)
+    assert done.returncode == 78
+    assert "Gemini refused this key (400 INVALID_ARGUMENT)" in done.stdout and "GEMINI_API_KEY" in done.stdout
+    assert outcomes(workspace) == ["stopped: configuration error"]
+    assert KEY not in done.stdout + done.stderr
+    assert not [p for p in workspace.rglob("*") if p.is_file() and KEY.encode() in p.read_bytes()]
+
+
+def test_the_key_and_settings_come_from_dotenv_and_the_environment_wins(workspace, env, gemini):
+    del env["GEMINI_API_KEY"]
+    (workspace / ".env").write_text(f"GEMINI_API_KEY={KEY}\nGEMINI_MODEL=gemini-from-dotenv\n")
+    gemini.reply(api.answer([("a.py", "a = 1\n")]))
+    done = run_fallback(workspace, env, "--iterations", "1")
+    assert done.returncode == 0, done.stderr
+    assert gemini.requests[0]["headers"]["x-goog-api-key"] == KEY
+    assert gemini.models_asked() == ["gemini-3.5-flash"]  # from the environment, not .env
+    leaks = [p for p in workspace.rglob("*") if p.is_file() and p.name != ".env" and KEY.encode() in p.read_bytes()]
+    assert leaks == []
+
+
+def test_an_edit_to_goal_md_reaches_the_next_prompt(workspace, env, gemini):
+    def steer(request):
+        (workspace / "goal.md").write_text("Grow a haiku generator instead.\n")
+
+    gemini.reply(api.answer([("a.py", "a = 1\n")]), hook=steer)
+    gemini.reply(api.answer([("b.py", "b = 1\n")]))
+    done = run_fallback(workspace, env, "--iterations", "2")
+    assert done.returncode == 0, done.stderr
+    prompts = gemini.prompts()
+    assert "haiku" not in prompts[0] and "Grow a haiku generator instead." in prompts[1]
+    assert (workspace / "goal.md").read_text() == "Grow a haiku generator instead.\n"
+
+
+@pytest.fixture
+def running(workspace, env, gemini):
+    """A supervisor whose seed is waiting on a slow answer; stopped at the end whatever happens."""
+    gemini.reply(api.answer([("slow.py", "x = 1\n")]), delay=30)
+    supervisor = subprocess.Popen([sys.executable, "fallback.py", "--delay", "0"], cwd=workspace, env=env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for(lambda: gemini.requests)
+    yield supervisor
+    if supervisor.poll() is None:
+        supervisor.kill()
+        supervisor.communicate()
+
+
+def test_ctrl_c_stops_within_seconds_and_frees_everything(running, workspace, env, gemini):
+    seed_processes = [pid for pid in processes_in(workspace) if pid != running.pid]
+    assert seed_processes
+    running.send_signal(signal.SIGINT)
+    out, err = running.communicate(timeout=10)
+    assert running.returncode == 130, err
+    assert "interrupted" in out and "0 iteration(s)" in out
+    assert not [pid for pid in seed_processes if alive(pid)]
+    assert not (workspace / "slow.py").exists()
+    gemini.reply(api.answer([("after.py", "x = 1\n")]))
+    again = run_fallback(workspace, env, "--iterations", "1")  # the lock is free, and the run resumes
+    assert again.returncode == 0, again.stderr
+    assert (workspace / "after.py").exists()
+
+
+def test_a_second_supervisor_on_the_same_workspace_is_refused(running, workspace, env):
+    started = time.monotonic()
+    second = run_fallback(workspace, env, "--iterations", "1", timeout=20)
+    assert second.returncode == 1 and "already running" in second.stderr
+    assert f"pid {running.pid}" in second.stderr
+    assert time.monotonic() - started < 5
+    running.send_signal(signal.SIGINT)
+    running.communicate(timeout=10)
