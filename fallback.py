@@ -119,9 +119,15 @@ def changes_since(entry):
 
 # --- snapshots --------------------------------------------------------------------------------
 def load_index():
+    """The index of backups/; an unreadable one is set aside (snapshot folders stay) and a new one begun."""
     try:
         return json.loads(INDEX.read_text())
     except FileNotFoundError:
+        return {"iteration": 0, "snapshots": []}
+    except ValueError:
+        aside = INDEX.with_name(f"index.unreadable-{datetime.now():%Y%m%d-%H%M%S}.json")
+        os.replace(INDEX, aside)
+        say(f"backups/index.json was unreadable; it is kept as {aside.name} and a new index begins")
         return {"iteration": 0, "snapshots": []}
 
 
@@ -433,7 +439,12 @@ def supervise(args, index):
             index["iteration"] += 1
             save_index(index)
             began = time.monotonic()
-            result = run_iteration(index["iteration"], index, args, bad)
+            try:
+                result = run_iteration(index["iteration"], index, args, bad)
+            except KeyboardInterrupt:
+                log_iteration(index["iteration"], {"outcome": "stopped: interrupted (Ctrl+C)", "changes": []},
+                              time.monotonic() - began)
+                raise
             log_iteration(index["iteration"], result, time.monotonic() - began)
             report(index["iteration"], result, time.monotonic() - began, totals)
             done += 1
@@ -492,6 +503,12 @@ def parse_args(argv):
                         help="pause between iterations (default 5)")
     parser.add_argument("--timeout", type=float, default=900.0, metavar="SECONDS",
                         help="time limit for one seed run, after which it is killed with its children (default 900)")
+    by_hand = parser.add_mutually_exclusive_group()
+    by_hand.add_argument("--list-backups", action="store_true", help="list the snapshots in backups/ and exit")
+    by_hand.add_argument("--restore", metavar="ID", help="put the codebase back as snapshot ID was (the current "
+                                                          "state is kept as a snapshot first) and exit")
+    by_hand.add_argument("--reset", action="store_true", help="go back to the first snapshot (genesis), the "
+                                                             "same way, and exit")
     args = parser.parse_args(argv)
     if args.iterations < 0 or args.delay < 0 or args.timeout <= 0:
         parser.error("--iterations and --delay cannot be negative, and --timeout must be positive")
@@ -549,25 +566,54 @@ def recover(index):
             RESTORING.unlink()
 
 
+def list_backups(index):
+    now = hashlib.sha256(json.dumps(manifest(), sort_keys=True).encode()).hexdigest()
+    print("id    taken (UTC)              iteration  kind         files  known good")
+    for e in index["snapshots"]:
+        print(f"{e['id']}  {e['time']:<23}  {e['iteration']:>9}  {e['kind']:<11}  {len(e['files']):>5}  "
+              f"{'yes' if e['good'] else 'no ':<3}{'  <- the codebase now' if e['digest'] == now else ''}")
+    if not index["snapshots"]:
+        print("no snapshots yet: the first iteration takes one (genesis)")
+    return 0
+
+
+def restore_by_hand(index, wanted):
+    """--restore ID and --reset: keep the current state as a snapshot, then restore."""
+    entry = next((e for e in index["snapshots"] if e["id"] == wanted.zfill(4)), None)
+    if entry is None:
+        return config_error(f"there is no snapshot {wanted!r}: see  python fallback.py --list-backups")
+    kept = snapshot(index, "by hand", index["iteration"])
+    restore(entry)
+    print(f"restored snapshot {entry['id']}; the codebase as it was is kept as backups/{kept['id']} "
+          f"(undo with  python fallback.py --restore {kept['id']})")
+    return 0
+
+
 def stop_on_sigterm(signum, frame):
     raise KeyboardInterrupt
 
 
 def main(argv=None):
     args = parse_args(argv)
-    problem = check_setup()
+    if args.list_backups:  # read-only: fine while a supervisor runs
+        return list_backups(load_index())
+    problem = None if args.restore or args.reset else check_setup()
     if problem:
         return config_error(problem)
     lock, holder = take_lock()
     if lock is None:
-        print(f"fallback: another supervisor is already running on {ROOT} (pid {holder}); stop it first",
-              file=sys.stderr)
+        print(f"fallback: another supervisor is already running on {ROOT} (pid {holder}); stop it first "
+              f"(Ctrl+C in its terminal, or  kill {holder})", file=sys.stderr)
         return 1
+    index = load_index()
+    recover(index)
+    if args.restore or args.reset:
+        if not index["snapshots"]:
+            return config_error("there are no snapshots yet: nothing to restore")
+        return restore_by_hand(index, args.restore or index["snapshots"][0]["id"])
     signal.signal(signal.SIGTERM, stop_on_sigterm)
     if not LOG.exists():
         LOG.write_text("# Iteration log\n\nfallback.py appends one section per iteration here. Newest at the bottom.\n")
-    index = load_index()
-    recover(index)
     say(f"supervising {ROOT} ({'forever' if args.iterations == 0 else f'{args.iterations} iteration(s)'}); "
         f"Ctrl+C stops. Progress: {LOG.name}")
     return supervise(args, index)

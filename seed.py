@@ -136,7 +136,7 @@ def codebase_files():
         dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not (here / d / "pyvenv.cfg").exists())
         for name in sorted(files):
             rel = (here / name).relative_to(ROOT).as_posix()
-            if not is_protected(rel):
+            if not is_protected(rel) and not (here / name).is_symlink():  # a link may point anywhere
                 found.append(rel)
     return found
 

@@ -281,6 +281,24 @@ def test_an_edit_to_goal_md_reaches_the_next_prompt(workspace, env, gemini):
     assert (workspace / "goal.md").read_text() == "Grow a haiku generator instead.\n"
 
 
+def test_backups_can_be_listed_restored_and_reset_without_losing_anything(workspace, env, gemini):
+    gemini.reply(api.answer([("a.py", "a = 1\n")])).reply(api.answer([("b.py", "b = 1\n")]))
+    assert run_fallback(workspace, env, "--iterations", "2").returncode == 0
+    listing = run_fallback(workspace, {k: v for k, v in env.items() if k != "GEMINI_API_KEY"}, "--list-backups")
+    assert listing.returncode == 0
+    rows = listing.stdout.splitlines()[1:]
+    assert [row.split()[0] for row in rows] == ["0001", "0002"] and "genesis" in rows[0]
+    assert rows[1].endswith("yes") and "<- the codebase now" not in listing.stdout  # b.py is not in a snapshot yet
+    reset = run_fallback(workspace, env, "--reset")
+    assert reset.returncode == 0 and "restored snapshot 0001" in reset.stdout
+    assert not (workspace / "a.py").exists() and not (workspace / "b.py").exists()
+    kept = re.search(r"kept as backups/(\d{4})", reset.stdout).group(1)
+    assert run_fallback(workspace, env, "--restore", kept).returncode == 0
+    assert (workspace / "a.py").read_text() == "a = 1\n" and (workspace / "b.py").read_text() == "b = 1\n"
+    missing = run_fallback(workspace, env, "--restore", "9999")
+    assert missing.returncode == 78 and "--list-backups" in missing.stderr
+
+
 @pytest.fixture
 def running(workspace, env, gemini):
     """A supervisor whose seed is waiting on a slow answer; stopped at the end whatever happens."""
@@ -303,6 +321,7 @@ def test_ctrl_c_stops_within_seconds_and_frees_everything(running, workspace, en
     assert "interrupted" in out and "0 iteration(s)" in out
     assert not [pid for pid in seed_processes if alive(pid)]
     assert not (workspace / "slow.py").exists()
+    assert outcomes(workspace) == ["stopped: interrupted (Ctrl+C)"]
     gemini.reply(api.answer([("after.py", "x = 1\n")]))
     again = run_fallback(workspace, env, "--iterations", "1")  # the lock is free, and the run resumes
     assert again.returncode == 0, again.stderr
@@ -315,5 +334,7 @@ def test_a_second_supervisor_on_the_same_workspace_is_refused(running, workspace
     assert second.returncode == 1 and "already running" in second.stderr
     assert f"pid {running.pid}" in second.stderr
     assert time.monotonic() - started < 5
+    restore = run_fallback(workspace, env, "--reset", timeout=20)
+    assert restore.returncode == 1 and "already running" in restore.stderr
     running.send_signal(signal.SIGINT)
     running.communicate(timeout=10)
