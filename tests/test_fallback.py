@@ -256,6 +256,18 @@ def test_a_rejected_key_stops_with_one_clear_line_and_leaks_nowhere(workspace, e
     assert not [p for p in workspace.rglob("*") if p.is_file() and KEY.encode() in p.read_bytes()]
 
 
+def test_a_seed_that_prints_the_key_has_it_removed_from_tasks_log_and_console(workspace, env, gemini):
+    (workspace / "seed.py").write_text("import os\n\n\nif __name__ == '__main__':\n"
+                                       "    print('key is', os.environ['GEMINI_API_KEY'])\n    raise SystemExit(3)\n")
+    done = run_fallback(workspace, env, "--iterations", "1")
+    assert done.returncode == 0, done.stderr
+    assert outcomes(workspace) == ["rolled back: seed.py crashed (exit 3)"]
+    assert "key is [GEMINI_API_KEY]" in (workspace / "pending_tasks.md").read_text()
+    assert "key is [GEMINI_API_KEY]" in (workspace / "iteration_log.md").read_text()
+    assert KEY not in done.stdout + done.stderr
+    assert not [p for p in workspace.rglob("*") if p.is_file() and KEY.encode() in p.read_bytes()]
+
+
 def test_the_key_and_settings_come_from_dotenv_and_the_environment_wins(workspace, env, gemini):
     del env["GEMINI_API_KEY"]
     (workspace / ".env").write_text(f"GEMINI_API_KEY={KEY}\nGEMINI_MODEL=gemini-from-dotenv\n")
