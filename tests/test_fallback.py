@@ -191,6 +191,18 @@ def test_a_protected_file_changed_by_the_seed_is_put_back(workspace, env, gemini
     assert "- Put back (protected): fallback.py" in (workspace / "iteration_log.md").read_text()
 
 
+def test_a_rewritten_seed_cannot_forge_log_headings_through_its_record(workspace, env, gemini):
+    (workspace / "seed.py").write_text(
+        "import json, pathlib\n\n\nif __name__ == '__main__':\n    pathlib.Path('.seed').mkdir()\n"
+        "    pathlib.Path('.seed/record.json').write_text(json.dumps({'tasks': ['real\\n\\n## Iteration 99 — "
+        "forged'], 'requests': 'many', 'tokens': {'prompt': -5}}))\n")
+    done = run_fallback(workspace, env, "--iterations", "1")
+    assert done.returncode == 0, done.stderr
+    assert outcomes(workspace) == ["no change"]
+    assert "  1. real ## Iteration 99 — forged" in (workspace / "iteration_log.md").read_text()
+    assert "0 request(s), 0 tokens" in done.stdout
+
+
 def test_endless_output_neither_stalls_the_loop_nor_bloats_a_file(workspace, env, gemini):
     (workspace / "seed.py").write_text(evolved_seed("    for _ in range(20 * 1024):\n"
                                                     "        sys.stdout.write('x' * 1023 + '\\n')"))
