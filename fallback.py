@@ -24,9 +24,12 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections import Counter, deque
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 # --- settings ---------------------------------------------------------------------------------
 ROOT = Path(__file__).resolve().parent  # the workspace: the folder holding this file
@@ -35,6 +38,8 @@ INDEX = BACKUPS / "index.json"          # the snapshots, which are known good, t
 RESTORING = BACKUPS / "restoring.json"  # exists only while a restore is under way
 LOCK = BACKUPS / "supervisor.lock"
 RECORD = ROOT / ".seed" / "record.json"  # what the seed says it did; removed before each run
+USAGE = BACKUPS / "usage.json"         # the ledger: requests, tokens and waste per Pacific day and model
+QUOTA = ROOT / ".seed" / "quota.json"   # the seed's memory of spent models and recent requests
 LOG = ROOT / "iteration_log.md"
 TASKS = ROOT / "pending_tasks.md"
 GUARDED = ["fallback.py", "iteration_log.md", ".env", ".env.example", "README.md", "requirements.txt",
@@ -47,6 +52,7 @@ GATE_TIMEOUT = 300      # seconds for each gate step (compile and import, then p
 OUTPUT_TAIL = 64_000    # bytes of a child's output kept; the rest is read and dropped
 TASK_LINES = 12         # lines of output copied into a failure task
 DEFAULT_WAIT = 300      # seconds to wait after exit 75 when the seed did not say until when
+RPM = int(os.environ.get("GEMINI_RPM", 10))  # as in seed.py: per-minute requests it paces to, for --status
 EX_UNAVAILABLE, EX_CONFIG = 75, 78
 KEY_PATTERN = re.compile(r"AIza[0-9A-Za-z_\-]{35}")  # the shape of a Google API key
 
@@ -256,12 +262,21 @@ def read_record():
         return None
     if not isinstance(raw, dict):
         return None
-    tokens = raw.get("tokens") if isinstance(raw.get("tokens"), dict) else {}
+    prompt = raw.get("prompt") if isinstance(raw.get("prompt"), dict) else {}
+    calls = [c for c in raw.get("calls", [])[:100] if isinstance(c, dict)] if isinstance(raw.get("calls"), list) else []
     return {"tasks": one_line_each(raw.get("tasks")), "done": one_line_each(raw.get("done")),
             "refused": one_line_each(raw.get("refused")), "reason": one_line(raw.get("reason")),
-            "model": one_line(raw.get("model")), "retry_at": raw.get("retry_at"),
-            "requests": whole_number(raw.get("requests")),
-            "tokens": {k: whole_number(tokens.get(k)) for k in ("prompt", "output", "thinking")}}
+            "salvaged": one_line(raw.get("salvaged")), "model": one_line(raw.get("model")),
+            "retry_at": raw.get("retry_at"), "requests": whole_number(raw.get("requests")),
+            "tokens": counts(raw.get("tokens"), ("prompt", "output", "thinking")),
+            "prompt": counts(prompt, ("tokens", "files_shown", "files_left_out")),
+            "calls": [{"model": one_line(c.get("model"), 80) or "unknown", "kind": one_line(c.get("kind"), 80),
+                       "tokens": counts(c.get("tokens"), ("prompt", "output", "thinking"))} for c in calls]}
+
+
+def counts(value, names):
+    value = value if isinstance(value, dict) else {}
+    return {name: whole_number(value.get(name)) for name in names}
 
 
 def one_line(value, limit=300):
@@ -350,6 +365,12 @@ def log_iteration(number, result, duration):
     if result.get("restored"):
         lines.append(f"- Restored snapshot {result['restored']}; the failing state is kept in "
                      f"backups/{result['kept']}")
+    if record.get("salvaged"):
+        lines.append(f"- Salvaged: {record['salvaged']}")
+    if record.get("prompt", {}).get("tokens"):
+        size = record["prompt"]
+        lines.append(f"- Prompt: ~{size['tokens']:,} tokens (estimated), {size['files_shown']} file(s) shown, "
+                     f"{size['files_left_out']} left out")
     lines.append(f"- Model: {record.get('model') or 'none'}, {record.get('requests', 0)} request(s), tokens "
                  f"{tokens.get('prompt', 0):,} prompt + {tokens.get('output', 0):,} output + "
                  f"{tokens.get('thinking', 0):,} thinking; {duration:.1f} s")
@@ -361,6 +382,123 @@ def log_iteration(number, result, duration):
 
 def utc_now():
     return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+# --- usage: the ledger, --status, --models -----------------------------------------------------
+def pacific_today():
+    """Free-tier days run from midnight to midnight Pacific time."""
+    try:
+        zone = ZoneInfo("America/Los_Angeles")
+    except ZoneInfoNotFoundError:
+        zone = timezone(timedelta(hours=-8))
+    return datetime.now(zone).date().isoformat()
+
+
+def load_json(path):
+    try:
+        value = json.loads(path.read_text())
+        return value if isinstance(value, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def record_usage(result):
+    """Add this iteration's requests to the ledger: tokens, kinds of answer, and why any were wasted."""
+    record = result.get("record") or {}
+    if not record.get("calls"):
+        return
+    ledger = load_json(USAGE)
+    today = ledger.setdefault(pacific_today(), {})
+    landed = result["outcome"].startswith("landed")
+    why = re.split(r"[:(]", result.get("reason") or record.get("reason") or result["outcome"])[0].strip()
+    for call in record["calls"]:
+        use = today.setdefault(call["model"], {"requests": 0, "prompt": 0, "output": 0, "thinking": 0,
+                                               "kinds": {}, "wasted": {}})
+        use["requests"] += 1
+        for name, count in call["tokens"].items():
+            use[name] += count
+        use["kinds"][call["kind"]] = use["kinds"].get(call["kind"], 0) + 1
+        waste = call["kind"] if call["kind"] != "answer" else None if landed else why or "no change"
+        if waste:
+            use["wasted"][waste] = use["wasted"].get(waste, 0) + 1
+    write_atomically(USAGE, json.dumps(ledger, indent=1))
+
+
+def model_state(entry, now):
+    """ok, paced, or spent / gone until a local time, from the seed's quota memory."""
+    try:
+        until = datetime.fromisoformat(entry["until"])
+        if until > now:
+            return f"{entry.get('why', 'blocked')} until {until.astimezone():%a %H:%M} local"
+    except (KeyError, TypeError, ValueError):
+        pass
+    recent = [r for r in entry.get("recent", []) if isinstance(r, list) and r and time.time() - r[0] < 60]
+    return f"paced ({len(recent)} request(s) in the last minute)" if RPM and len(recent) >= RPM else "ok"
+
+
+def show_status():
+    """What a person wants to know at a glance; makes no model request."""
+    lock = LOCK.open("a+") if BACKUPS.is_dir() else None
+    try:
+        if lock:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        print("supervisor: not running")
+    except BlockingIOError:
+        lock.seek(0)
+        print(f"supervisor: running (pid {lock.read().strip() or 'unknown'})")
+    log = LOG.read_text("utf-8", "replace") if LOG.exists() else ""
+    headings = re.findall(r"^## (Iteration \d+ — .*)$", log, re.M)
+    print(f"iterations: {len(headings)} logged" + ("; the last ones:" if headings else ""))
+    for heading in headings[-5:]:
+        print(f"  {heading}")
+    tasks = re.findall(r"^\s*[-*] \[ \] (.*)$", TASKS.read_text("utf-8", "replace"), re.M) if TASKS.exists() else []
+    print(f"pending tasks: {len(tasks)} open")
+    for task in tasks[:5]:
+        print(f"  - {task[:100]}")
+    today, quota, now = load_json(USAGE).get(pacific_today(), {}), load_json(QUOTA), datetime.now(timezone.utc)
+    models = [m.strip() for m in os.environ.get("GEMINI_MODEL", "").split(",") if m.strip()]
+    print(f"models today (Pacific day {pacific_today()}):")
+    for model in dict.fromkeys(models + list(today) + list(quota)):
+        use = today.get(model, {})
+        wasted = sum(use.get("wasted", {}).values())
+        print(f"  {model:<28} {use.get('requests', 0):>3} request(s), {wasted} wasted, "
+              f"{use.get('prompt', 0) + use.get('output', 0) + use.get('thinking', 0):>9,} tokens  "
+              f"{model_state(quota.get(model, {}), now)}")
+    index = load_index() if INDEX.exists() else {"snapshots": []}
+    good = [e["id"] for e in index["snapshots"] if e["good"]]
+    size = sum(f.stat().st_size for f in BACKUPS.rglob("*") if f.is_file()) if BACKUPS.is_dir() else 0
+    print(f"backups: {len(index['snapshots'])} snapshot(s), {size / 1e6:.1f} MB; newest known good: "
+          f"{good[-1] if good else 'none yet'}")
+    return 0
+
+
+def list_models():
+    """The models this key can call to generate content: one request that spends no generation quota."""
+    base = os.environ.get("GEMINI_API_BASE", "https://generativelanguage.googleapis.com").rstrip("/")
+    request = urllib.request.Request(f"{base}/v1beta/models?pageSize=1000",
+                                     headers={"x-goog-api-key": os.environ["GEMINI_API_KEY"].strip()})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            models = json.loads(response.read()).get("models", [])
+    except urllib.error.HTTPError as error:
+        try:
+            message = json.loads(error.read())["error"]["message"]
+        except (ValueError, KeyError, TypeError):
+            message = error.reason
+        return config_error(f"Gemini refused to list models ({error.code}): {message} Check GEMINI_API_KEY in .env.")
+    except (urllib.error.URLError, OSError, ValueError) as error:
+        print(redact(f"fallback: cannot reach {base}: {error}"), file=sys.stderr)
+        return EX_UNAVAILABLE
+    chosen = [m.strip() for m in os.environ.get("GEMINI_MODEL", "").split(",") if m.strip()]
+    print(f"{'model':<34} {'input tokens':>12} {'output tokens':>13}  in GEMINI_MODEL")
+    for model in models:
+        name = str(model.get("name", "")).removeprefix("models/")
+        if "generateContent" in model.get("supportedGenerationMethods", []):
+            print(f"{name:<34} {model.get('inputTokenLimit', 0):>12,} {model.get('outputTokenLimit', 0):>13,}  "
+                  f"{'yes' if name in chosen else ''}")
+    if not chosen:
+        print("GEMINI_MODEL is not set: seed.py uses its default list (see .env.example)")
+    return 0
 
 
 # --- one iteration ----------------------------------------------------------------------------
@@ -461,6 +599,7 @@ def supervise(args, index):
                               time.monotonic() - began)
                 raise
             log_iteration(index["iteration"], result, time.monotonic() - began)
+            record_usage(result)
             report(index["iteration"], result, time.monotonic() - began, totals)
             done += 1
             if result["outcome"].startswith("stopped"):
@@ -518,6 +657,10 @@ def parse_args(argv):
     parser.add_argument("--timeout", type=float, default=900.0, metavar="SECONDS",
                         help="time limit for one seed run, after which it is killed with its children (default 900)")
     by_hand = parser.add_mutually_exclusive_group()
+    by_hand.add_argument("--status", action="store_true", help="show the supervisor, the last iterations, pending "
+                                                              "tasks, today's use of each model and backups, and exit")
+    by_hand.add_argument("--models", action="store_true", help="list the models this key can call (one request "
+                                                              "that spends no generation quota) and exit")
     by_hand.add_argument("--list-backups", action="store_true", help="list the snapshots in backups/ and exit")
     by_hand.add_argument("--restore", metavar="ID", help="put the codebase back as snapshot ID was (the current "
                                                           "state is kept as a snapshot first) and exit")
@@ -541,14 +684,22 @@ def check_setup():
     missing = [name for name in ("requests", "dotenv", "pytest") if importlib.util.find_spec(name) is None]
     if missing:
         return f"missing Python packages ({', '.join(missing)}): run  pip install -r requirements.txt"
-    from dotenv import load_dotenv
-    load_dotenv(ROOT / ".env")  # real environment variables win over .env
+    load_env()
     if not os.environ.get("GEMINI_API_KEY", "").strip():
         return ("GEMINI_API_KEY is not set: copy .env.example to .env and put your key in it "
                 "(a free key: https://aistudio.google.com/apikey)")
     if not (ROOT / "seed.py").is_file():
         return f"there is no seed.py in {ROOT}: restore it with  git checkout seed.py"
     return None
+
+
+def load_env():
+    """Read .env from the workspace; real environment variables win. Without python-dotenv, skip it."""
+    try:
+        from dotenv import load_dotenv
+    except ImportError:
+        return
+    load_dotenv(ROOT / ".env")
 
 
 def take_lock():
@@ -609,11 +760,14 @@ def stop_on_sigterm(signum, frame):
 
 def main(argv=None):
     args = parse_args(argv)
-    if args.list_backups:  # read-only: fine while a supervisor runs
-        return list_backups(load_index())
+    if args.list_backups or args.status:  # read-only: fine while a supervisor runs
+        load_env()
+        return list_backups(load_index()) if args.list_backups else show_status()
     problem = None if args.restore or args.reset else check_setup()
     if problem:
         return config_error(problem)
+    if args.models:
+        return list_models()
     lock, holder = take_lock()
     if lock is None:
         print(f"fallback: another supervisor is already running on {ROOT} (pid {holder}); stop it first "

@@ -29,7 +29,11 @@ load_dotenv(ROOT / ".env")  # real environment variables win over .env
 API_BASE = os.environ.get("GEMINI_API_BASE", "https://generativelanguage.googleapis.com").rstrip("/")
 DEFAULT_MODELS = "gemini-3.5-flash,gemini-3.5-flash-lite,gemini-2.5-flash-lite"  # free tier, late 2026
 MODELS = [m.strip() for m in os.environ.get("GEMINI_MODEL", DEFAULT_MODELS).split(",") if m.strip()]
-PROMPT_CHARS = 300_000      # budget for the codebase in the prompt (~75k tokens); the rest is listed
+PROMPT_TOKENS = int(os.environ.get("SEED_PROMPT_TOKENS", 60_000))  # the prompt's budget; files over it are listed
+CHARS_PER_TOKEN = 3         # a cautious estimate for code (no request is spent counting tokens)
+RPM = int(os.environ.get("GEMINI_RPM", 10))         # requests per minute per model to stay under (0: no pacing)
+TPM = int(os.environ.get("GEMINI_TPM", 250_000))    # input tokens per minute per model to stay under
+RECENT_FILES = 10           # the most recently changed files come right after those named in tasks
 MAX_FILE_BYTES = 1_000_000  # larger files are neither shown to the model nor accepted from it
 MAX_OPEN_TASKS = 20         # open tasks shown per prompt, oldest first
 LOG_TAIL_CHARS = 6_000      # how much of iteration_log.md the model sees
@@ -56,8 +60,9 @@ Answer with JSON: {{"tasks": [three short task descriptions], "done": [numbers o
 answer completes], "files": [{{"path": "relative/path", "content": "the complete new text"}}]}}.
 
 Rules:
-- Each file you list is written whole. Give its complete text: an answer that abbreviates with
-  "... existing code ..." or "rest unchanged" is thrown away, and so is one that is cut off.
+- Each file you list is written whole. Give its complete text: a file that abbreviates with
+  "... existing code ..." or "rest unchanged" is refused. List the most important file first: if
+  the answer is cut off, only the files that came through whole are kept.
 - Paths are relative to the workspace. Never write {", ".join(sorted(PROTECTED | {d + "/" for d in PROTECTED_DIRS}))};
   anything else you may create or rewrite. Keep each change small enough to get right.
 - After each iteration a supervisor checks the workspace: every .py file compiles, every top-level
@@ -141,12 +146,14 @@ def codebase_files():
     return found
 
 
-def read_codebase(tasks):
-    """The files that fit the budget (seed.py and files named in open tasks first), and the rest."""
+def read_codebase(tasks, budget):
+    """The files that fit `budget` characters, and the rest listed by name. First seed.py, then files
+    named in open tasks (failures name theirs), then the most recently changed, then smallest first."""
     wanted = " ".join(t["text"] for t in tasks)
     paths = codebase_files()
-    paths.sort(key=lambda rel: (rel != "seed.py", rel not in wanted, (ROOT / rel).stat().st_size))
-    shown, left_out, budget = {}, [], PROMPT_CHARS
+    recent = set(sorted(paths, key=lambda rel: (ROOT / rel).stat().st_mtime)[-RECENT_FILES:])
+    paths.sort(key=lambda rel: (rel != "seed.py", rel not in wanted, rel not in recent, (ROOT / rel).stat().st_size))
+    shown, left_out = {}, []
     for rel in paths:
         size = (ROOT / rel).stat().st_size
         data = (ROOT / rel).read_bytes() if size <= min(budget, MAX_FILE_BYTES) else None
@@ -158,15 +165,19 @@ def read_codebase(tasks):
     return shown, left_out
 
 
-def build_prompt(goal, tasks, recent, shown, left_out):
-    parts = [f"# Goal (goal.md)\n{goal.strip() or '(empty: grow something small and useful)'}",
-             "# Open tasks (pending_tasks.md), do these first\n"
-             + ("\n".join(f"{n}. {t['text']}" for n, t in enumerate(tasks, 1)) or "(none)"),
-             f"# Recent iterations (end of iteration_log.md)\n{recent.strip() or '(none yet)'}",
-             "# Codebase\n" + "\n".join(f'<file path="{rel}">\n{text}\n</file>' for rel, text in shown.items())]
+def build_prompt(tasks, record):
+    """Goal, open tasks and recent log first; the codebase gets what is left of PROMPT_TOKENS."""
+    goal = read_text("goal.md").strip() or "(empty: grow something small and useful)"
+    listed = "\n".join(f"{n}. {t['text']}" for n, t in enumerate(tasks, 1)) or "(none)"
+    head = (f"# Goal (goal.md)\n{goal}\n\n# Open tasks (pending_tasks.md), do these first\n{listed}\n\n"
+            f"# Recent iterations (end of iteration_log.md)\n{log_tail().strip() or '(none yet)'}\n\n# Codebase\n")
+    shown, left_out = read_codebase(tasks, PROMPT_TOKENS * CHARS_PER_TOKEN - len(head) - len(RULES))
+    prompt = head + "\n".join(f'<file path="{rel}">\n{text}\n</file>' for rel, text in shown.items())
     if left_out:
-        parts.append("# Files not shown (over the size budget or binary)\n" + "\n".join(left_out))
-    return "\n\n".join(parts)
+        prompt += "\n\n# Files not shown (over the prompt budget, or binary)\n" + "\n".join(left_out)
+    record["prompt"] = {"tokens": estimate_tokens(prompt + RULES), "files_shown": len(shown),
+                        "files_left_out": len(left_out)}
+    return prompt
 
 
 # --- ask the model ----------------------------------------------------------------------------
@@ -181,37 +192,47 @@ def next_pacific_midnight():
 
 
 def load_quota():
-    """{model: (until, why)} for models not to call before `until`; why is "spent" or "gone"."""
+    """Per model: {"until": ISO time, "why": "spent" | "gone", "recent": [[unix time, tokens], ...]}."""
     try:
         saved = json.loads(QUOTA.read_text())
-        return {m: (datetime.fromisoformat(e["until"]), e["why"]) for m, e in saved.items()}
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return {m: e for m, e in saved.items() if isinstance(e, dict)} if isinstance(saved, dict) else {}
+    except (OSError, ValueError):
         return {}
 
 
 def save_quota(quota):
-    saved = {m: {"until": until.isoformat(), "why": why} for m, (until, why) in quota.items()}
-    write_atomically(QUOTA, json.dumps(saved, indent=1))
+    write_atomically(QUOTA, json.dumps(quota, indent=1))
+
+
+def blocked_until(entry, now):
+    """When a spent or gone model may be asked again, or None if it may be asked now."""
+    try:
+        until = datetime.fromisoformat(entry["until"])
+        return until if until > now else None
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def ask_gemini(key, prompt, record):
     """Try each model in GEMINI_MODEL in order, skipping those known to be spent or gone."""
-    now = datetime.now(timezone.utc)
-    quota = {m: e for m, e in load_quota().items() if e[0] > now}
+    quota, now = load_quota(), datetime.now(timezone.utc)
     for model in MODELS:
-        if model in quota:
+        entry = quota.setdefault(model, {})
+        if blocked_until(entry, now):
             continue
         try:
-            return call_model(key, model, prompt, record)
+            return call_model(key, model, prompt, record, quota)
         except DailyQuotaSpent:
-            quota[model] = (next_pacific_midnight(), "spent")
+            entry.update(until=next_pacific_midnight().isoformat(), why="spent")
         except ModelGone:  # retired or misspelled: ask again tomorrow, not every run
-            quota[model] = (now + timedelta(days=1), "gone")
+            entry.update(until=(now + timedelta(days=1)).isoformat(), why="gone")
         save_quota(quota)
-    spent = [quota[m][0] for m in MODELS if quota[m][1] == "spent"]
+    spent = [blocked_until(quota[m], now) for m in MODELS if quota[m].get("why") == "spent"]
+    spent = [until for until in spent if until]
     if not spent:
-        raise Stop(78, f"no usable model: this key cannot call {', '.join(MODELS)}; set GEMINI_MODEL in .env "
-                       f"to models it can call (see https://ai.google.dev/gemini-api/docs/models), then delete {QUOTA.relative_to(ROOT)}")
+        raise Stop(78, f"no usable model: this key cannot call {', '.join(MODELS)}; set GEMINI_MODEL in .env to "
+                       "models it can call (python fallback.py --models lists them), then delete "
+                       f"{QUOTA.relative_to(ROOT)}")
     raise Stop(75, f"the daily free quota of {', '.join(MODELS)} is spent", min(spent))
 
 
@@ -219,7 +240,29 @@ def remaining_seconds():
     return DEADLINE - time.monotonic()
 
 
-def call_model(key, model, prompt, record):
+def pace(model, quota, tokens):
+    """Wait as long as it takes for this request to stay within GEMINI_RPM and GEMINI_TPM."""
+    now = time.time()
+    recent = [r for r in quota[model].get("recent", []) if isinstance(r, list) and now - r[0] < 60]
+    quota[model]["recent"] = recent
+    wait, used = 0.0, sum(r[1] for r in recent)
+    if RPM and len(recent) >= RPM:
+        wait = recent[-RPM][0] + 60 - now
+    for sent, spent in recent:  # the oldest requests leave the minute first
+        if not TPM or used + tokens <= TPM:
+            break
+        used -= spent
+        wait = max(wait, sent + 60 - now)
+    if wait > remaining_seconds() / 2:
+        raise Stop(75, f"{model}: per-minute limits", datetime.now(timezone.utc) + timedelta(seconds=wait))
+    if wait > 0:
+        print(f"{model}: pacing under the per-minute limits, waiting {wait:.0f} s", flush=True)
+        time.sleep(wait)
+    quota[model]["recent"].append([time.time(), tokens])
+    save_quota(quota)
+
+
+def call_model(key, model, prompt, record, quota):
     """One generateContent call, with the waits and retries the free tier calls for."""
     url = f"{API_BASE}/v1beta/models/{model}:generateContent"
     body = {"systemInstruction": {"parts": [{"text": RULES}]},
@@ -229,7 +272,11 @@ def call_model(key, model, prompt, record):
     while True:
         if remaining_seconds() < 1:
             raise Stop(75, "out of time for this run", datetime.now(timezone.utc) + timedelta(minutes=5))
-        print(f"asking {model} (prompt {len(prompt):,} characters)", flush=True)
+        pace(model, quota, estimate_tokens(prompt + RULES))
+        print(f"asking {model} (prompt ~{estimate_tokens(prompt):,} tokens)", flush=True)
+        call = {"model": model, "status": 0, "kind": "network error"}
+        record["calls"].append(call)
+        record["model"] = model
         try:
             response = requests.post(url, json=body, headers={"x-goog-api-key": key},
                                      timeout=(min(10, remaining_seconds()), min(300, remaining_seconds())))
@@ -239,15 +286,17 @@ def call_model(key, model, prompt, record):
         except requests.RequestException as error:
             transient = retry_later(transient, f"network error: {type(error).__name__}")
             continue
-        record["requests"] += 1
-        record["model"] = model
+        call["status"] = response.status_code
         if response.status_code == 200:
-            return read_answer(response, record)
+            call["kind"] = "answer"
+            return read_answer(response, record, call)
         code, status, message, details = error_of(response)
         if code == 429 and is_daily(message, details):
+            call["kind"] = "429 per day"
             print(f"{model}: daily quota spent", flush=True)
             raise DailyQuotaSpent()
         if code == 429:
+            call["kind"] = "429 per minute" if details else "429 without details"
             minute_waits += 1
             wait = retry_delay(details) or 60.0
             if minute_waits > MINUTE_WAITS or wait > remaining_seconds() / 2:
@@ -255,15 +304,23 @@ def call_model(key, model, prompt, record):
             print(f"{model}: per-minute limit, waiting {wait:.0f} s", flush=True)
             time.sleep(wait)
         elif code in (408, 500, 502, 503, 504):
+            call["kind"] = f"server error {code}"
             transient = retry_later(transient, f"{model} answered {code} {status}: {message}")
         elif code == 404:
+            call["kind"] = "model not found"
             print(f"{model}: not found ({message})", flush=True)
             raise ModelGone()
         elif code in (401, 403) or status == "FAILED_PRECONDITION" or "API_KEY_INVALID" in json.dumps(details):
+            call["kind"] = "key refused"
             raise Stop(78, f"Gemini refused this key ({code} {status}): {message.strip()} Fix GEMINI_API_KEY in "
                            ".env (a free key: https://aistudio.google.com/apikey).")
         else:  # a request the API calls malformed is this seed's bug: crash, so it is rolled back
+            call["kind"] = f"bad request {code}"
             raise RuntimeError(f"Gemini answered {code} {status}: {message}")
+
+
+def estimate_tokens(text):
+    return len(text) // CHARS_PER_TOKEN
 
 
 def retry_later(tries, why):
@@ -300,31 +357,61 @@ def retry_delay(details):
     return None
 
 
-def read_answer(response, record):
-    """The answer's JSON, or Rejected when it is blocked, cut off, empty or not JSON."""
+def read_answer(response, record, call):
+    """The answer's JSON, or Rejected when it is blocked, empty or not JSON. From an answer cut off by
+    the token limit, the files that came through whole are kept."""
     try:
         body = response.json()
     except ValueError:
         raise Rejected(f"the API's answer is not JSON: {response.text[:120]!r}") from None
     usage = body.get("usageMetadata", {})
-    for name, field in (("prompt", "promptTokenCount"), ("output", "candidatesTokenCount"),
-                        ("thinking", "thoughtsTokenCount")):
-        record["tokens"][name] += int(usage.get(field, 0))
+    call["tokens"] = {name: int(usage.get(field, 0)) for name, field in (
+        ("prompt", "promptTokenCount"), ("output", "candidatesTokenCount"), ("thinking", "thoughtsTokenCount"))}
+    for name, count in call["tokens"].items():
+        record["tokens"][name] += count
     if body.get("promptFeedback", {}).get("blockReason"):
         raise Rejected(f"prompt blocked ({body['promptFeedback']['blockReason']})")
     candidate = (body.get("candidates") or [{}])[0]
     parts = candidate.get("content", {}).get("parts", [])
     text = "".join(p.get("text", "") for p in parts if not p.get("thought"))
-    if candidate.get("finishReason") != "STOP" or not text:
-        raise Rejected(f"answer cut off or empty (finishReason {candidate.get('finishReason')}, "
-                       f"{len(text):,} characters)")
+    finish = candidate.get("finishReason")
+    answer = parse_answer(text) if finish == "STOP" else salvage(text) if finish == "MAX_TOKENS" else None
+    if answer is None:
+        raise Rejected(f"answer cut off, empty or not the JSON asked for (finishReason {finish}, "
+                       f"{len(text):,} characters: {text[:80]!r})")
+    if finish != "STOP":
+        record["salvaged"] = f"cut off ({finish}): kept the {len(answer['files'])} file(s) that came whole"
+    return answer
+
+
+def parse_answer(text):
     try:
         answer = json.loads(text)
         assert isinstance(answer["tasks"], list) and isinstance(answer["files"], list)
         assert all(isinstance(f["path"], str) and isinstance(f["content"], str) for f in answer["files"])
+        return answer
     except (ValueError, KeyError, TypeError, AssertionError):
-        raise Rejected(f"answer is not the JSON asked for: {text[:120]!r}") from None
-    return answer
+        return None
+
+
+def salvage(text):
+    """The tasks and the whole files at the start of a cut-off answer, or None if there are none."""
+    decoder, files, answer = json.JSONDecoder(), [], {"tasks": [], "files": []}
+    for name in ("tasks", "files"):
+        match = re.search(rf'"{name}"\s*:\s*\[', text)
+        if not match:
+            continue
+        position = match.end()
+        while True:
+            position = len(text) - len(text[position:].lstrip(" \n\r\t,"))
+            try:
+                item, position = decoder.raw_decode(text, position)
+            except ValueError:
+                break
+            answer[name].append(item)
+    answer["files"] = [f for f in answer["files"] if isinstance(f, dict) and isinstance(f.get("path"), str)
+                       and isinstance(f.get("content"), str)]
+    return answer if answer["files"] else None
 
 
 # --- apply the answer -------------------------------------------------------------------------
@@ -359,12 +446,14 @@ def apply_answer(answer, tasks, record):
     writes = {}
     for item in answer["files"]:
         why = refusal(item["path"], item["content"])
+        if not why and (not item["content"].strip() or LAZY.search(item["content"])):
+            why = "lazy: its text stands in for code it would drop"
         if why:
             record["refused"].append(f"{item['path']}: {why}")
-        elif not item["content"].strip() or LAZY.search(item["content"]):
-            raise Rejected(f"lazy answer: {item['path']} leaves out code it would drop")
         else:
             writes[(ROOT / item["path"]).resolve()] = item["content"]
+    if not writes and record["refused"]:
+        raise Rejected(f"nothing to apply: {'; '.join(record['refused'])}")
     before = {path: path.read_bytes() if path.exists() else None for path in writes}
     writes = {path: text for path, text in writes.items() if before[path] != text.encode("utf-8", "replace")}
     for path, text in writes.items():
@@ -416,30 +505,28 @@ def mark_done(numbers, tasks, record):
 
 # --- one iteration ----------------------------------------------------------------------------
 def main():
-    record = {"outcome": "started", "tasks": [], "done": [], "files": [], "refused": [], "requests": 0, "model": None,
+    record = {"outcome": "started", "tasks": [], "done": [], "files": [], "refused": [], "calls": [], "model": None,
               "tokens": {"prompt": 0, "output": 0, "thinking": 0}}
     try:
         key = os.environ.get("GEMINI_API_KEY", "").strip()
         if not key:
             raise Stop(78, "GEMINI_API_KEY is not set: copy .env.example to .env and put your key there")
         tasks = open_tasks()
-        shown, left_out = read_codebase(tasks)
-        prompt = build_prompt(read_text("goal.md"), tasks, log_tail(), shown, left_out)
-        answer = ask_gemini(key, prompt, record)
+        answer = ask_gemini(key, build_prompt(tasks, record), record)
         record["tasks"] = [str(t) for t in answer["tasks"]]
         apply_answer(answer, tasks, record)
         record["outcome"] = "applied"
     except Rejected as why:
         record.update(outcome="rejected", reason=str(why))
     except Stop as stop:
-        record.update(outcome="stopped", reason=stop.message,
+        record.update(outcome="stopped", reason=stop.message, code=stop.code,
                       retry_at=stop.retry_at.isoformat() if stop.retry_at else None)
-        write_atomically(RECORD, json.dumps(record, indent=1))
         print(f"seed: {stop.message}", file=sys.stderr, flush=True)
-        return stop.code
+    record["requests"] = len(record["calls"])
     write_atomically(RECORD, json.dumps(record, indent=1))
-    print(f"seed: {record['outcome']}: {record.get('reason') or ', '.join(record['files']) or 'no files'}", flush=True)
-    return 0
+    if record["outcome"] != "stopped":
+        print(f"seed: {record['outcome']}: {record.get('reason') or ', '.join(record['files']) or 'no files'}")
+    return record.get("code", 0)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ class FakeGemini:
 
     def __init__(self):
         self.replies = {}  # model or None -> deque of (status, body, delay, hook)
+        self.model_list = model_list()  # what GET /v1beta/models answers: a body, or an error body
         self.requests = []
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
@@ -51,7 +52,7 @@ class FakeGemini:
             def do_POST(self):
                 length = int(self.headers.get("Content-Length", 0))
                 match = re.fullmatch(r"/v1beta/models/([^/:]+):generateContent", self.path)
-                request = {"path": self.path, "model": match and match.group(1), "headers": dict(self.headers),
+                request = {"path": self.path, "model": match and match.group(1), "headers": {k.lower(): v for k, v in self.headers.items()},
                            "body": json.loads(self.rfile.read(length) or b"null")}
                 fake.requests.append(request)
                 status, body, delay, hook = fake._next(request["model"]) if match else \
@@ -69,6 +70,16 @@ class FakeGemini:
                 except OSError:  # the client gave up waiting
                     pass
 
+            def do_GET(self):
+                fake.requests.append({"path": self.path, "model": None, "headers": {k.lower(): v for k, v in self.headers.items()}, "body": None})
+                body = fake.model_list if self.path.startswith("/v1beta/models") else error(404, "NOT_FOUND", "no")
+                data = json.dumps(body).encode()
+                self.send_response(body["error"]["code"] if "error" in body else 200)
+                self.send_header("Content-Type", "application/json; charset=UTF-8")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
             def log_message(self, *args):
                 pass
 
@@ -76,6 +87,16 @@ class FakeGemini:
 
 
 # --- reply bodies, in the shapes the real API sends -----------------------------------------------
+def model_list():
+    """GET /v1beta/models: generation models and one embedding model that cannot generate."""
+    def model(name, methods, output=65536):
+        return {"name": f"models/{name}", "version": "001", "displayName": name, "inputTokenLimit": 1048576,
+                "outputTokenLimit": output, "supportedGenerationMethods": methods}
+    generate = ["generateContent", "countTokens", "createCachedContent", "batchGenerateContent"]
+    return {"models": [model("gemini-3.5-flash", generate), model("gemini-2.5-flash-lite", generate),
+                       model("gemini-embedding-001", ["embedContent", "countTokens"], 1)]}
+
+
 def usage(prompt=1200, output=300, thinking=150):
     return {"promptTokenCount": prompt, "candidatesTokenCount": output, "thoughtsTokenCount": thinking,
             "totalTokenCount": prompt + output + thinking,

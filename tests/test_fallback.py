@@ -323,6 +323,45 @@ def test_backups_can_be_listed_restored_and_reset_without_losing_anything(worksp
     assert missing.returncode == 78 and "--list-backups" in missing.stderr
 
 
+def test_usage_is_kept_per_day_and_model_with_the_waste_and_its_reasons(workspace, env, gemini):
+    gemini.reply(api.per_minute("0.1s")).reply(api.answer([("a.py", "a = 1\n")]))
+    gemini.reply(api.answer([("seed.py", "import os\n# ... existing code ...\n")]))
+    assert run_fallback(workspace, env, "--iterations", "2").returncode == 0
+    [day] = json.loads((workspace / "backups" / "usage.json").read_text()).values()
+    use = day["gemini-3.5-flash"]
+    assert use["requests"] == 3 and use["prompt"] == 2400 and use["output"] == 600 and use["thinking"] == 300
+    assert use["kinds"] == {"429 per minute": 1, "answer": 2}
+    assert use["wasted"] == {"429 per minute": 1, "nothing to apply": 1}
+    assert "- Prompt: ~" in (workspace / "iteration_log.md").read_text()
+
+
+def test_status_shows_iterations_tasks_models_and_backups_without_a_request(workspace, env, gemini):
+    gemini.reply(api.answer([("a.py", "a = 1\n")])).reply(api.per_day())
+    assert run_fallback(workspace, env, "--iterations", "2").returncode == 0
+    (workspace / "pending_tasks.md").write_text("- [ ] make it faster\n- [x] done already\n")
+    asked = len(gemini.requests)
+    status = run_fallback(workspace, env, "--status")
+    assert status.returncode == 0 and len(gemini.requests) == asked
+    out = status.stdout
+    assert "supervisor: not running" in out and "iterations: 2 logged" in out
+    assert "Iteration 2 — " in out and "— waiting until" in out
+    assert "pending tasks: 1 open" in out and "  - make it faster" in out
+    assert re.search(r"gemini-3\.5-flash +2 request\(s\), 1 wasted, +1,650 tokens +spent until \w{3} \d\d:00 local", out)
+    assert re.search(r"backups: 2 snapshot\(s\), [\d.]+ MB; newest known good: 0001", out)
+
+
+def test_models_lists_what_the_key_can_call_and_marks_the_chosen_ones(workspace, env, gemini):
+    listed = run_fallback(workspace, env, "--models")
+    assert listed.returncode == 0, listed.stderr
+    rows = {line.split()[0]: line for line in listed.stdout.splitlines()[1:]}
+    assert set(rows) == {"gemini-3.5-flash", "gemini-2.5-flash-lite"}  # the embedding model cannot generate
+    assert rows["gemini-3.5-flash"].endswith("yes") and "1,048,576" in rows["gemini-3.5-flash"]
+    assert gemini.requests[0]["headers"]["x-goog-api-key"] == KEY and KEY not in gemini.requests[0]["path"]
+    gemini.model_list = api.key_invalid(KEY)
+    rejected = run_fallback(workspace, env, "--models")
+    assert rejected.returncode == 78 and "API key not valid" in rejected.stderr and KEY not in rejected.stderr
+
+
 @pytest.fixture
 def running(workspace, env, gemini):
     """A supervisor whose seed is waiting on a slow answer; stopped at the end whatever happens."""

@@ -70,7 +70,7 @@ def test_a_compile_error_puts_every_written_file_back(workspace, env, gemini):
     (api.max_tokens(with_parts=False), "cut off"),
     (api.blocked(), "blocked"),
     (api.text_answer("Sure! Here is the code you asked for."), "not the JSON"),
-    (api.answer([("a.py", "import os\n"), ("seed.py", "import os\n# ... existing code ...\n")]), "lazy"),
+    (api.answer([("seed.py", "import os\n# ... existing code ...\n")]), "lazy"),
     (api.answer([("a.py", "def main():\n    pass\n\n# rest of the file remains unchanged\n")]), "lazy"),
 ])
 def test_an_unusable_answer_changes_nothing(workspace, env, gemini, reply, reason):
@@ -81,6 +81,34 @@ def test_an_unusable_answer_changes_nothing(workspace, env, gemini, reply, reaso
     assert (workspace / "seed.py").read_bytes() == seed_before and not (workspace / "a.py").exists()
     record = record_of(workspace)
     assert record["outcome"] == "rejected" and reason in record["reason"]
+
+
+def test_a_lazy_file_is_refused_alone_and_the_sound_ones_written(workspace, env, gemini):
+    seed_before = (workspace / "seed.py").read_bytes()
+    gemini.reply(api.answer([("seed.py", "import os\n# ... existing code ...\n"), ("a.py", "a = 1\n")]))
+    assert run_seed(workspace, env).returncode == 0
+    assert (workspace / "seed.py").read_bytes() == seed_before and (workspace / "a.py").read_text() == "a = 1\n"
+    assert record_of(workspace)["refused"] == ["seed.py: lazy: its text stands in for code it would drop"]
+
+
+def test_from_a_cut_off_answer_the_whole_files_are_kept(workspace, env, gemini):
+    cut = '{"tasks": ["one", "two", "three"], "done": [], "files": [{"path": "a.py", "content": "a = 1\\n"}, ' \
+          '{"path": "b.py", "content": "def b():\\n    return '
+    gemini.reply(api.text_answer(cut, finish="MAX_TOKENS"))
+    assert run_seed(workspace, env).returncode == 0
+    assert (workspace / "a.py").read_text() == "a = 1\n" and not (workspace / "b.py").exists()
+    record = record_of(workspace)
+    assert record["files"] == ["a.py"] and record["tasks"] == ["one", "two", "three"] and record["salvaged"]
+
+
+def test_pacing_keeps_requests_under_the_per_minute_limit(workspace, env, gemini):
+    env.update(GEMINI_RPM="2", SEED_TIMEOUT="20")
+    gemini.reply(api.answer([("a.py", "a = 1\n")])).reply(api.answer([("b.py", "b = 1\n")]))
+    assert run_seed(workspace, env).returncode == 0 and run_seed(workspace, env).returncode == 0
+    done = run_seed(workspace, env)  # a third request within the minute would go over: none is sent
+    assert done.returncode == 75 and len(gemini.requests) == 2
+    retry_at = datetime.fromisoformat(record_of(workspace)["retry_at"])
+    assert timedelta(seconds=30) < retry_at - datetime.now(timezone.utc) <= timedelta(seconds=61)
 
 
 def test_a_per_minute_limit_is_waited_out_in_the_run(workspace, env, gemini):
@@ -160,13 +188,14 @@ def test_the_prompt_carries_goal_tasks_and_a_bounded_codebase(workspace, env, ge
         tasks.write("- [ ] add a square root to calc.py\n- [ ] keep this one open\n")
     (workspace / "calc.py").write_text("def add(a, b):\n    return a + b\n")
     (workspace / "huge.txt").write_text("z" * 400_000)
+    env["SEED_PROMPT_TOKENS"] = "30000"
     gemini.reply(api.answer([("calc.py", "import math\nsqrt = math.sqrt\n")], done=[1]))
     assert run_seed(workspace, env).returncode == 0
     prompt = gemini.prompts()[0]
     assert "Grow a tiny calculator." in prompt
     assert "1. add a square root to calc.py" in prompt and "def add(a, b)" in prompt
     assert "huge.txt (400,000 bytes)" in prompt and "z" * 1000 not in prompt
-    assert len(prompt) < 400_000
+    assert len(prompt) < 30_000 * 3 and record_of(workspace)["prompt"]["files_left_out"] == 1
     tasks = (workspace / "pending_tasks.md").read_text()
     assert "- [x] add a square root to calc.py" in tasks and "- [ ] keep this one open" in tasks
     assert os.environ.get("GEMINI_API_KEY", KEY) not in prompt
