@@ -46,7 +46,7 @@ GUARDED = ["fallback.py", "iteration_log.md", ".env", ".env.example", "README.md
            ".gitignore", ".ci/run", "tests/conftest.py", "tests/fake_gemini.py", "tests/test_seed.py",
            "tests/test_fallback.py"]    # put back whenever a run changes them
 STEERING = ["goal.md", "pending_tasks.md"]  # the user's to edit at any time: never snapshotted or restored
-NOT_CODE = {".git", "backups", ".seed", "__pycache__", ".pytest_cache", "node_modules", ".venv", "venv"}
+NOT_CODE = {".git", "backups", ".seed", "bench", "__pycache__", ".pytest_cache", "node_modules", ".venv", "venv"}
 SUPERVISOR_TESTS = {"tests/test_fallback.py"}  # slow end-to-end tests of this file: kept out of the gate
 GATE_TIMEOUT = 300      # seconds for each gate step (compile and import, then pytest)
 OUTPUT_TAIL = 64_000    # bytes of a child's output kept; the rest is read and dropped

@@ -48,7 +48,7 @@ QUOTA = STATE / "quota.json"    # models whose day is spent (or that are gone), 
 PROTECTED = {"fallback.py", "goal.md", "pending_tasks.md", "iteration_log.md", ".env", ".env.example",
              "README.md", "requirements.txt", ".gitignore", ".ci/run", "tests/conftest.py",
              "tests/fake_gemini.py", "tests/test_seed.py", "tests/test_fallback.py"}
-PROTECTED_DIRS = {".git", "backups", ".seed"}
+PROTECTED_DIRS = {".git", "backups", ".seed", "bench"}
 SKIP_DIRS = PROTECTED_DIRS | {"__pycache__", ".pytest_cache", "node_modules", ".venv", "venv"}
 LAZY = re.compile(r"^\s*(#|//|/\*|<!--)\s*((\.\.\.|…)\s*[(\[]?\s*(existing|rest|remaining|previous|unchanged|same|other)"
                   r"|[(\[]?(rest of|remaining)\b.*\b(unchanged|as before|the same|omitted))", re.I | re.M)

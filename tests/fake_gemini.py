@@ -39,8 +39,9 @@ class FakeGemini:
     def models_asked(self):
         return [r["model"] for r in self.requests]
 
-    def _next(self, model):
-        for queue in (self.replies.get(model), self.replies.get(None)):
+    def next_reply(self, request):
+        """(status, body, delay, hook) for a generateContent request; a subclass may decide otherwise."""
+        for queue in (self.replies.get(request["model"]), self.replies.get(None)):
             if queue:
                 return queue.popleft()
         return 500, error(500, "INTERNAL", "fake: no reply scripted for this request"), 0.0, None
@@ -55,7 +56,7 @@ class FakeGemini:
                 request = {"path": self.path, "model": match and match.group(1), "headers": {k.lower(): v for k, v in self.headers.items()},
                            "body": json.loads(self.rfile.read(length) or b"null")}
                 fake.requests.append(request)
-                status, body, delay, hook = fake._next(request["model"]) if match else \
+                status, body, delay, hook = fake.next_reply(request) if match else \
                     (404, error(404, "NOT_FOUND", "fake: unknown path"), 0.0, None)
                 if hook:
                     hook(request)
