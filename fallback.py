@@ -22,12 +22,14 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
 import urllib.request
 from collections import Counter, deque
 from datetime import datetime, timedelta, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -38,6 +40,7 @@ INDEX = BACKUPS / "index.json"          # the snapshots, which are known good, t
 RESTORING = BACKUPS / "restoring.json"  # exists only while a restore is under way
 LOCK = BACKUPS / "supervisor.lock"
 RECORD = ROOT / ".seed" / "record.json"  # what the seed says it did; removed before each run
+DEMO = ROOT / "demo" / "answers.json"  # the offline demo's goal and scripted answers
 USAGE = BACKUPS / "usage.json"         # the ledger: requests, tokens and waste per Pacific day and model
 QUOTA = ROOT / ".seed" / "quota.json"   # the seed's memory of spent models and recent requests
 LOG = ROOT / "iteration_log.md"
@@ -46,7 +49,7 @@ GUARDED = ["fallback.py", "iteration_log.md", ".env", ".env.example", "README.md
            ".gitignore", ".ci/run", "tests/conftest.py", "tests/fake_gemini.py", "tests/test_seed.py",
            "tests/test_fallback.py"]    # put back whenever a run changes them
 STEERING = ["goal.md", "pending_tasks.md"]  # the user's to edit at any time: never snapshotted or restored
-NOT_CODE = {".git", "backups", ".seed", "bench", "__pycache__", ".pytest_cache", "node_modules", ".venv", "venv"}
+NOT_CODE = {".git", "backups", ".seed", "bench", "demo", "__pycache__", ".pytest_cache", "node_modules", ".venv", "venv"}
 SUPERVISOR_TESTS = {"tests/test_fallback.py"}  # slow end-to-end tests of this file: kept out of the gate
 GATE_TIMEOUT = 300      # seconds for each gate step (compile and import, then pytest)
 OUTPUT_TAIL = 64_000    # bytes of a child's output kept; the rest is read and dropped
@@ -57,8 +60,38 @@ EX_UNAVAILABLE, EX_CONFIG = 75, 78
 KEY_PATTERN = re.compile(r"AIza[0-9A-Za-z_\-]{35}")  # the shape of a Google API key
 
 
-def say(line):
-    print(redact(f"{datetime.now():%H:%M:%S} {line}"), flush=True)
+# --- the console ------------------------------------------------------------------------------
+LIVE = sys.stdout.isatty() and os.environ.get("TERM") != "dumb"  # a status line redrawn in place
+COLOURS = {"landed": "32", "rolled back": "31", "stopped": "31", "waiting": "33", "no change": "2"}
+status = {"text": "", "since": time.monotonic()}  # what the current iteration is doing, since when
+print_lock = threading.Lock()
+
+
+def say(line, outcome=None):
+    """A permanent line; on a terminal it replaces the status line, coloured by outcome (unless NO_COLOR)."""
+    text = redact(f"{datetime.now():%H:%M:%S} {line}")
+    if LIVE and outcome in COLOURS and "NO_COLOR" not in os.environ:
+        text = f"\x1b[{COLOURS[outcome]}m{text}\x1b[0m"
+    with print_lock:
+        print(("\r\x1b[K" if LIVE else "") + text, flush=True)
+
+
+def show_phase(text, restart=False):
+    """What is happening now, shown on the status line of a terminal (and nowhere else)."""
+    status["text"] = redact(" ".join(text.split()))
+    if restart:
+        status["since"] = time.monotonic()
+
+
+def redraw_status_forever():
+    while True:
+        time.sleep(0.5)
+        elapsed = int(time.monotonic() - status["since"])
+        line = f"{elapsed // 60}:{elapsed % 60:02d} {status['text']}"[:shutil.get_terminal_size().columns - 1]
+        with print_lock:
+            if status["text"]:
+                sys.stdout.write(f"\r\x1b[K\x1b[2m{line}\x1b[0m")
+                sys.stdout.flush()
 
 
 def redact(text):
@@ -213,7 +246,7 @@ def put_back_guarded(before, iteration):
 
 
 # --- running a child process ------------------------------------------------------------------
-def run_bounded(command, env, timeout):
+def run_bounded(command, env, timeout, watch=None):
     """Run in a new process group with a time limit: (exit code, or None on timeout; output tail).
 
     Output goes through a pipe drained by a thread that keeps only the last OUTPUT_TAIL bytes, so a
@@ -222,7 +255,7 @@ def run_bounded(command, env, timeout):
     child = subprocess.Popen(command, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, start_new_session=True)
     tail = deque()
-    reader = threading.Thread(target=keep_tail, args=(child.stdout, tail), daemon=True)
+    reader = threading.Thread(target=keep_tail, args=(child.stdout, tail, watch), daemon=True)
     reader.start()
     try:
         code = child.wait(timeout)
@@ -238,9 +271,11 @@ def run_bounded(command, env, timeout):
     return code, b"".join(tail).decode("utf-8", "replace")
 
 
-def keep_tail(stream, tail):
+def keep_tail(stream, tail, watch):
     size = 0
     while chunk := os.read(stream.fileno(), 65536):
+        if watch:
+            watch(chunk)
         tail.append(chunk)
         size += len(chunk)
         while size - len(tail[0]) >= OUTPUT_TAIL:
@@ -250,7 +285,13 @@ def keep_tail(stream, tail):
 
 def run_seed(timeout):
     env = dict(os.environ, SEED_TIMEOUT=str(int(timeout)), PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1")
-    return run_bounded([sys.executable, "seed.py"], env, timeout)
+    return run_bounded([sys.executable, "seed.py"], env, timeout, watch=show_seed_progress)
+
+
+def show_seed_progress(chunk):
+    lines = [line for line in chunk.decode("utf-8", "replace").splitlines() if line.strip()]
+    if lines:
+        show_phase(f"seed.py: {lines[-1][:200]}")
 
 
 def read_record():
@@ -309,6 +350,7 @@ for name in modules:
 
 def gate():
     """None when the codebase passes the gate, else (what failed, its output)."""
+    show_phase("checking: every .py compiles and the modules import")
     files = [rel for rel in codebase_files() if rel.endswith(".py")]
     modules = [rel[:-3] for rel in files if "/" not in rel and rel[:-3].isidentifier()]
     modules += [rel.split("/")[0] for rel in files if re.fullmatch(r"[A-Za-z_]\w*/__init__\.py", rel)]
@@ -320,7 +362,8 @@ def gate():
     tests = [t for t in tests if t not in SUPERVISOR_TESTS]
     if not tests:
         return None
-    code, output = run_bounded([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *tests],
+    show_phase(f"checking: pytest over {len(tests)} test file(s)")
+    code, output = run_bounded([sys.executable, "-m", "pytest", "-q", "-x", "--tb=short", "-rN", "-p", "no:cacheprovider", *tests],
                                gate_env(), GATE_TIMEOUT)
     if code not in (0, 5):  # 5: pytest collected no tests
         return ("tests " + ("timed out" if code is None else "failed"), output)
@@ -504,9 +547,11 @@ def list_models():
 # --- one iteration ----------------------------------------------------------------------------
 def run_iteration(number, index, args, bad):
     """Run the seed once, gate what it wrote, land it or roll back; return what happened."""
+    show_phase(f"#{number}: snapshot of the codebase", restart=True)
     start = snapshot(index, "before" if index["snapshots"] else "genesis", number)
     guarded = read_guarded()
     RECORD.unlink(missing_ok=True)
+    show_phase(f"#{number}: running seed.py")
     try:
         code, output = run_seed(args.timeout)
         result = {"put_back": put_back_guarded(guarded, number), "record": read_record()}
@@ -555,6 +600,7 @@ def roll_back(index, start, seed_ran, number, bad, result):
     if not seed_ran:
         bad.add(start["id"])
     target = start if seed_ran else walk_back(index, bad)
+    show_phase(f"rolling back to snapshot {target['id']}")
     restore(target)
     result.update(kept=kept["id"], restored=target["id"], stuck=target["id"] in bad)
 
@@ -586,7 +632,9 @@ def wait_until(record):
 # --- the loop ---------------------------------------------------------------------------------
 def supervise(args, index):
     """Run iterations until --iterations is reached; the exit code."""
-    bad, totals, done = set(), Counter(), 0
+    bad, totals, done, grown_from = set(), Counter(), 0, codebase_size()
+    if LIVE:
+        threading.Thread(target=redraw_status_forever, daemon=True).start()
     try:
         while args.iterations == 0 or done < args.iterations:
             index["iteration"] += 1
@@ -598,39 +646,50 @@ def supervise(args, index):
                 log_iteration(index["iteration"], {"outcome": "stopped: interrupted (Ctrl+C)", "changes": []},
                               time.monotonic() - began)
                 raise
+            finally:
+                show_phase("")
             log_iteration(index["iteration"], result, time.monotonic() - began)
             record_usage(result)
             report(index["iteration"], result, time.monotonic() - began, totals)
             done += 1
             if result["outcome"].startswith("stopped"):
-                say(f"stopped: {result['reason']}")
+                say(f"stopped: {result['reason']}", "stopped")
                 return EX_CONFIG
             if args.iterations == 0 or done < args.iterations:
                 pause(result, args.delay)
         return 0
     except KeyboardInterrupt:
+        show_phase("")
         say("interrupted: the seed is stopped, the codebase is consistent, the lock is free")
         return 130
     finally:
-        print(redact(summary(done, totals)), flush=True)
+        say(summary(done, totals, grown_from, codebase_size()))
+
+
+def codebase_size():
+    """(files, lines) of the codebase."""
+    files = codebase_files()
+    return len(files), sum((ROOT / rel).read_bytes().count(b"\n") for rel in files)
 
 
 def report(number, result, duration, totals):
     """One line a person can scan, and the running totals for the summary."""
     record = result.get("record") or {}
     spent = sum(record.get("tokens", {}).values())
-    totals[result["outcome"].split(":")[0].split(" until")[0]] += 1
+    kind = result["outcome"].split(":")[0].split(" until")[0]
+    totals[kind] += 1
     totals["requests"] += record.get("requests", 0)
     totals["tokens"] += spent
-    files = describe_changes(result["changes"]) if result["outcome"].startswith("landed") else ""
+    files = describe_changes(result["changes"]) if kind == "landed" else ""
     say(f"#{number} {result['outcome']}{' — ' + files if files else ''} ({duration:.0f} s, "
-        f"{record.get('requests', 0)} request(s), {spent:,} tokens)")
+        f"{record.get('requests', 0)} request(s), {spent:,} tokens)", kind)
 
 
-def summary(done, totals):
+def summary(done, totals, grown_from, grown_to):
     counts = ", ".join(f"{totals[k]} {k}" for k in ("landed", "no change", "rolled back", "waiting") if totals[k])
     return (f"{done} iteration(s){': ' + counts if counts else ''}; {totals['requests']} request(s), "
-            f"{totals['tokens']:,} tokens. The log is in {LOG.name}.")
+            f"{totals['tokens']:,} tokens; codebase {grown_from[0]} → {grown_to[0]} files, "
+            f"{grown_from[1]:,} → {grown_to[1]:,} lines. The log is in {LOG.name}.")
 
 
 def pause(result, delay):
@@ -639,12 +698,71 @@ def pause(result, delay):
         seconds = (result["wait_until"] - datetime.now(timezone.utc)).total_seconds()
         local = result["wait_until"].astimezone()
         say(f"waiting until {local:%H:%M} local time ({seconds / 60:.0f} min): {result['reason']}")
+        show_phase(f"waiting for Gemini until {local:%H:%M} local time: {result['reason']}", restart=True)
     elif result.get("stuck"):
         seconds = max(delay, 600)
         say(f"no known-good state is left to go back to; trying again in {seconds / 60:.0f} min")
     else:
         seconds = delay
-    time.sleep(max(0.0, seconds))
+    try:
+        time.sleep(max(0.0, seconds))
+    finally:
+        show_phase("")
+
+
+# --- the offline demo -------------------------------------------------------------------------
+def run_demo():
+    """A few real iterations against a scripted model on loopback, in a throwaway copy: no key, no network."""
+    script = json.loads(DEMO.read_text())
+    copy = Path(tempfile.mkdtemp(prefix="seed-demo-")) / "workspace"
+    for rel in codebase_files() + [g for g in GUARDED if g != ".env" and g not in SUPERVISOR_TESTS]:
+        if (ROOT / rel).is_file():
+            (copy / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / rel, copy / rel)
+    (copy / "goal.md").write_text(script["goal"])
+    (copy / "pending_tasks.md").write_text("# Pending tasks\n\n")
+    (copy / "iteration_log.md").unlink(missing_ok=True)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), scripted_model(script["answers"]))
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GEMINI_", "SEED_"))}
+    env.update(GEMINI_API_KEY="demo-offline", GEMINI_MODEL="demo-scripted-model",
+               GEMINI_API_BASE=f"http://127.0.0.1:{server.server_address[1]}")
+    say(f"demo: {len(script['answers'])} iterations of the real loop in a throwaway copy, with a scripted model "
+        "instead of Gemini; your files are not touched")
+    try:
+        code = subprocess.run([sys.executable, str(copy / "fallback.py"), "--iterations",
+                               str(len(script["answers"])), "--delay", "1"], env=env).returncode
+    finally:
+        server.shutdown()
+    print(f"\nThe demo's copy is {copy}\n  its log:   {copy / LOG.name}\n  its tasks: {copy / TASKS.name}\n"
+          "Next: get a free key at https://aistudio.google.com/apikey, put it in .env as GEMINI_API_KEY=..., "
+          "write your goal in goal.md, and run  python fallback.py")
+    return code
+
+
+def scripted_model(answers):
+    """A request handler that answers generateContent in Gemini's shape, with the next scripted answer."""
+    queue = deque(answers)
+
+    class ScriptedModel(BaseHTTPRequestHandler):
+        def do_POST(self):
+            prompt = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            text = json.dumps(queue.popleft() if queue else {"tasks": [], "files": []})
+            data = json.dumps({"candidates": [{"content": {"role": "model", "parts": [{"text": text}]},
+                                               "finishReason": "STOP", "index": 0}],
+                               "usageMetadata": {"promptTokenCount": len(prompt) // 4,
+                                                 "candidatesTokenCount": len(text) // 4},
+                               "modelVersion": "demo-scripted-model"}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    return ScriptedModel
 
 
 # --- startup ----------------------------------------------------------------------------------
@@ -657,6 +775,8 @@ def parse_args(argv):
     parser.add_argument("--timeout", type=float, default=900.0, metavar="SECONDS",
                         help="time limit for one seed run, after which it is killed with its children (default 900)")
     by_hand = parser.add_mutually_exclusive_group()
+    by_hand.add_argument("--demo", action="store_true", help="watch a few iterations against a scripted model "
+                                                            "in a throwaway copy (no key, no network) and exit")
     by_hand.add_argument("--status", action="store_true", help="show the supervisor, the last iterations, pending "
                                                               "tasks, today's use of each model and backups, and exit")
     by_hand.add_argument("--models", action="store_true", help="list the models this key can call (one request "
@@ -677,7 +797,7 @@ def config_error(message):
     return EX_CONFIG
 
 
-def check_setup():
+def check_setup(need_key=True):
     """The first thing a user must fix, as one line, or None."""
     if os.name != "posix":
         return "fallback.py needs Linux or macOS (on Windows, run it inside WSL)"
@@ -685,11 +805,21 @@ def check_setup():
     if missing:
         return f"missing Python packages ({', '.join(missing)}): run  pip install -r requirements.txt"
     load_env()
-    if not os.environ.get("GEMINI_API_KEY", "").strip():
+    if need_key and not os.environ.get("GEMINI_API_KEY", "").strip():
         return ("GEMINI_API_KEY is not set: copy .env.example to .env and put your key in it "
                 "(a free key: https://aistudio.google.com/apikey)")
     if not (ROOT / "seed.py").is_file():
         return f"there is no seed.py in {ROOT}: restore it with  git checkout seed.py"
+    goal = ROOT / "goal.md"
+    if need_key and not (goal.is_file() and goal.read_text("utf-8", "replace").strip()):
+        return "goal.md is missing or empty: write in it what you want grown (a few lines are enough)"
+    try:
+        BACKUPS.mkdir(exist_ok=True)
+        probe = BACKUPS / f".write-test-{os.getpid()}"
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as error:
+        return f"cannot write in {BACKUPS} ({error.strerror or error}): make the folder writable, or move it"
     return None
 
 
@@ -763,11 +893,13 @@ def main(argv=None):
     if args.list_backups or args.status:  # read-only: fine while a supervisor runs
         load_env()
         return list_backups(load_index()) if args.list_backups else show_status()
-    problem = None if args.restore or args.reset else check_setup()
+    problem = None if args.restore or args.reset else check_setup(need_key=not args.demo)
     if problem:
         return config_error(problem)
     if args.models:
         return list_models()
+    if args.demo:
+        return run_demo()
     lock, holder = take_lock()
     if lock is None:
         print(f"fallback: another supervisor is already running on {ROOT} (pid {holder}); stop it first "

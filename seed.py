@@ -48,7 +48,7 @@ QUOTA = STATE / "quota.json"    # models whose day is spent (or that are gone), 
 PROTECTED = {"fallback.py", "goal.md", "pending_tasks.md", "iteration_log.md", ".env", ".env.example",
              "README.md", "requirements.txt", ".gitignore", ".ci/run", "tests/conftest.py",
              "tests/fake_gemini.py", "tests/test_seed.py", "tests/test_fallback.py"}
-PROTECTED_DIRS = {".git", "backups", ".seed", "bench"}
+PROTECTED_DIRS = {".git", "backups", ".seed", "bench", "demo"}
 SKIP_DIRS = PROTECTED_DIRS | {"__pycache__", ".pytest_cache", "node_modules", ".venv", "venv"}
 LAZY = re.compile(r"^\s*(#|//|/\*|<!--)\s*((\.\.\.|…)\s*[(\[]?\s*(existing|rest|remaining|previous|unchanged|same|other)"
                   r"|[(\[]?(rest of|remaining)\b.*\b(unchanged|as before|the same|omitted))", re.I | re.M)
@@ -284,7 +284,7 @@ def call_model(key, model, prompt, record, quota):
                 requests.exceptions.InvalidSchema):
             raise Stop(78, f"GEMINI_API_BASE is not a usable URL: {API_BASE!r}") from None
         except requests.RequestException as error:
-            transient = retry_later(transient, f"network error: {type(error).__name__}")
+            transient = retry_later(transient, f"cannot reach {API_BASE} ({type(error).__name__}): check the network")
             continue
         call["status"] = response.status_code
         if response.status_code == 200:
@@ -310,7 +310,11 @@ def call_model(key, model, prompt, record, quota):
             call["kind"] = "model not found"
             print(f"{model}: not found ({message})", flush=True)
             raise ModelGone()
-        elif code in (401, 403) or status == "FAILED_PRECONDITION" or "API_KEY_INVALID" in json.dumps(details):
+        elif status == "FAILED_PRECONDITION":
+            call["kind"] = "free tier unavailable"
+            raise Stop(78, f"Gemini's free tier is not available here ({code} {status}): {message.strip()} See "
+                           "https://ai.google.dev/gemini-api/docs/available-regions")
+        elif code in (401, 403) or "API_KEY_INVALID" in json.dumps(details):
             call["kind"] = "key refused"
             raise Stop(78, f"Gemini refused this key ({code} {status}): {message.strip()} Fix GEMINI_API_KEY in "
                            ".env (a free key: https://aistudio.google.com/apikey).")

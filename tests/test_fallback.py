@@ -84,7 +84,8 @@ def test_a_change_lands_and_is_logged(workspace, env, gemini):
     assert "  1. Create notes.py" in log and "notes.py (new) +2 −0" in log
     assert "gemini-3.5-flash, 1 request(s), tokens 1,200 prompt + 300 output + 150 thinking" in log
     assert re.search(r"#1 landed: .*notes\.py \(new\) \+2", done.stdout)
-    assert "1 iteration(s): 1 landed; 1 request(s), 1,650 tokens" in done.stdout
+    assert "1 iteration(s): 1 landed; 1 request(s), 1,650 tokens; codebase 1 → 2 files" in done.stdout
+    assert "\x1b" not in done.stdout  # redirected: plain lines, no colour or status line
     assert (workspace / "backups" / "0001" / "seed.py").read_bytes() == (REPO / "seed.py").read_bytes()
 
 
@@ -258,6 +259,46 @@ def test_a_missing_key_stops_before_anything_runs(workspace, env, gemini):
     assert gemini.requests == [] and not (workspace / "backups" / "index.json").exists()
 
 
+@pytest.mark.parametrize("mistake, says", [
+    (lambda root: (root / "goal.md").unlink(), "goal.md is missing or empty"),
+    (lambda root: (root / "goal.md").write_text("  \n"), "goal.md is missing or empty"),
+    (lambda root: (root / "backups").write_text("a file where the folder should be"), "cannot write in"),
+])
+def test_a_setup_mistake_stops_with_one_line_that_says_what_to_fix(workspace, env, gemini, mistake, says):
+    mistake(workspace)
+    done = run_fallback(workspace, env, "--iterations", "1")
+    assert done.returncode == 78 and gemini.requests == []
+    assert done.stdout == "" and len(done.stderr.strip().splitlines()) == 1 and says in done.stderr
+
+
+def test_started_from_another_folder_it_works_on_its_own(workspace, env, gemini, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    gemini.reply(api.answer([("a.py", "a = 1\n")]))
+    done = subprocess.run([sys.executable, str(workspace / "fallback.py"), "--iterations", "1"], cwd=elsewhere,
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert f"supervising {workspace}" in done.stdout
+    assert (workspace / "a.py").exists() and list(elsewhere.iterdir()) == []
+
+
+def test_the_demo_runs_offline_in_a_copy_and_leaves_the_workspace_alone(workspace, env):
+    (workspace / "demo").mkdir()
+    (workspace / "demo" / "answers.json").write_bytes((REPO / "demo" / "answers.json").read_bytes())
+    del env["GEMINI_API_KEY"]
+    env["GEMINI_API_BASE"] = "http://127.0.0.1:9"  # the real API is never asked
+    before = {p: p.read_bytes() for p in workspace.rglob("*") if p.is_file()}
+    done = subprocess.run([sys.executable, "fallback.py", "--demo"], cwd=workspace, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert {p: p.read_bytes() for p in workspace.rglob("*") if p.is_file()} == before
+    copy = Path(re.search(r"The demo's copy is (\S+)", done.stdout).group(1))
+    assert outcomes(copy) == ["landed: 2 file(s) changed", "rolled back: tests failed", "landed: 2 file(s) changed"]
+    assert "notes.find(\"milk\", path)" in (copy / "pending_tasks.md").read_text()
+    assert "- [x] Iteration 2 was rolled back" in (copy / "pending_tasks.md").read_text()
+    assert "GEMINI_API_KEY=" in done.stdout  # the next step
+
+
 def test_a_rejected_key_stops_with_one_clear_line_and_leaks_nowhere(workspace, env, gemini):
     gemini.reply(api.key_invalid(KEY))
     done = run_fallback(workspace, env)
@@ -303,6 +344,40 @@ def test_an_edit_to_goal_md_reaches_the_next_prompt(workspace, env, gemini):
     prompts = gemini.prompts()
     assert "haiku" not in prompts[0] and "Grow a haiku generator instead." in prompts[1]
     assert (workspace / "goal.md").read_text() == "Grow a haiku generator instead.\n"
+
+
+def run_in_terminal(root, env, *args):
+    """Run fallback.py with a pseudo-terminal as its console; everything it drew."""
+    import pty
+    import select
+    main, secondary = pty.openpty()
+    child = subprocess.Popen([sys.executable, "fallback.py", "--delay", "0", *args], cwd=root, env=env,
+                             stdin=secondary, stdout=secondary, stderr=secondary)
+    os.close(secondary)
+    screen, deadline = b"", time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if select.select([main], [], [], 0.2)[0]:
+            try:
+                screen += os.read(main, 65536)
+            except OSError:  # the terminal closed: the supervisor exited
+                break
+        elif child.poll() is not None:
+            break
+    os.close(main)
+    assert child.wait(timeout=10) == 0
+    return screen.decode("utf-8", "replace")
+
+
+def test_a_terminal_shows_what_is_happening_and_colours_outcomes(workspace, env, gemini):
+    env.pop("NO_COLOR", None)
+    env["TERM"] = "xterm"
+    gemini.reply(api.answer([("a.py", "a = 1\n")]), delay=1.5)
+    screen = run_in_terminal(workspace, env, "--iterations", "1")
+    assert "seed.py: asking gemini-3.5-flash (prompt ~" in screen  # the live status line
+    assert "\x1b[32m" in screen and "#1 landed" in screen  # green for a landing
+    env["NO_COLOR"] = "1"
+    gemini.reply(api.answer([("b.py", "b = 1\n")]))
+    assert "\x1b[32m" not in run_in_terminal(workspace, env, "--iterations", "1")
 
 
 def test_backups_can_be_listed_restored_and_reset_without_losing_anything(workspace, env, gemini):

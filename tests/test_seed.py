@@ -159,6 +159,13 @@ def test_a_rejected_key_stops_with_one_line_and_never_shows_the_key(workspace, e
     assert KEY not in done.stdout + done.stderr + (workspace / ".seed" / "record.json").read_text()
 
 
+def test_a_region_without_the_free_tier_stops_with_one_line(workspace, env, gemini):
+    gemini.reply(api.error(400, "FAILED_PRECONDITION", "User location is not supported for the API use."))
+    done = run_seed(workspace, env)
+    assert done.returncode == 78 and "User location is not supported" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
 def test_a_missing_key_exits_78_without_a_request(workspace, env, gemini):
     del env["GEMINI_API_KEY"]
     done = run_seed(workspace, env)
