@@ -392,7 +392,7 @@ def describe_changes(changed):
 
 
 def log_iteration(number, result, duration):
-    record = result.get("record") or read_record() or {}
+    record = result.get("record") or {}
     tokens = record.get("tokens", {})
     lines = [f"## Iteration {number} — {utc_now()} — {result['outcome']}", ""]
     if record.get("tasks"):
@@ -643,8 +643,9 @@ def supervise(args, index):
             try:
                 result = run_iteration(index["iteration"], index, args, bad)
             except KeyboardInterrupt:
-                log_iteration(index["iteration"], {"outcome": "stopped: interrupted (Ctrl+C)", "changes": []},
-                              time.monotonic() - began)
+                stopped = {"outcome": "stopped: interrupted (Ctrl+C)", "changes": [], "record": read_record()}
+                log_iteration(index["iteration"], stopped, time.monotonic() - began)
+                record_usage(stopped)
                 raise
             finally:
                 show_phase("")

@@ -274,9 +274,10 @@ def call_model(key, model, prompt, record, quota):
             raise Stop(75, "out of time for this run", datetime.now(timezone.utc) + timedelta(minutes=5))
         pace(model, quota, estimate_tokens(prompt + RULES))
         print(f"asking {model} (prompt ~{estimate_tokens(prompt):,} tokens)", flush=True)
-        call = {"model": model, "status": 0, "kind": "network error"}
+        call = {"model": model, "status": 0, "kind": "no answer"}  # until one comes
         record["calls"].append(call)
         record["model"] = model
+        write_record(record)  # so that a run killed while it waits still accounts for this request
         try:
             response = requests.post(url, json=body, headers={"x-goog-api-key": key},
                                      timeout=(min(10, remaining_seconds()), min(300, remaining_seconds())))
@@ -507,6 +508,11 @@ def mark_done(numbers, tasks, record):
         write_atomically(ROOT / "pending_tasks.md", "\n".join(lines) + "\n")
 
 
+def write_record(record):
+    record["requests"] = len(record["calls"])
+    write_atomically(RECORD, json.dumps(record, indent=1))
+
+
 # --- one iteration ----------------------------------------------------------------------------
 def main():
     record = {"outcome": "started", "tasks": [], "done": [], "files": [], "refused": [], "calls": [], "model": None,
@@ -526,8 +532,7 @@ def main():
         record.update(outcome="stopped", reason=stop.message, code=stop.code,
                       retry_at=stop.retry_at.isoformat() if stop.retry_at else None)
         print(f"seed: {stop.message}", file=sys.stderr, flush=True)
-    record["requests"] = len(record["calls"])
-    write_atomically(RECORD, json.dumps(record, indent=1))
+    write_record(record)
     if record["outcome"] != "stopped":
         print(f"seed: {record['outcome']}: {record.get('reason') or ', '.join(record['files']) or 'no files'}")
     return record.get("code", 0)

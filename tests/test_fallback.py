@@ -460,6 +460,9 @@ def test_ctrl_c_stops_within_seconds_and_frees_everything(running, workspace, en
     assert not [pid for pid in seed_processes if alive(pid)]
     assert not (workspace / "slow.py").exists()
     assert outcomes(workspace) == ["stopped: interrupted (Ctrl+C)"]
+    assert "gemini-3.5-flash, 1 request(s)" in (workspace / "iteration_log.md").read_text()  # the one in flight
+    [day] = json.loads((workspace / "backups" / "usage.json").read_text()).values()
+    assert day["gemini-3.5-flash"]["requests"] == 1
     gemini.reply(api.answer([("after.py", "x = 1\n")]))
     again = run_fallback(workspace, env, "--iterations", "1")  # the lock is free, and the run resumes
     assert again.returncode == 0, again.stderr
