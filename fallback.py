@@ -38,6 +38,8 @@ ROOT = Path(__file__).resolve().parent  # the workspace: the folder holding this
 BACKUPS = ROOT / "backups"
 INDEX = BACKUPS / "index.json"          # the snapshots, which are known good, the iteration count
 RESTORING = BACKUPS / "restoring.json"  # exists only while a restore is under way
+RUNNING = BACKUPS / "running.json"      # exists only while a child runs: what a killed supervisor left behind
+UNDER_WAY = BACKUPS / "iteration.json"  # exists from the seed's start to the verdict: an iteration to undo
 LOCK = BACKUPS / "supervisor.lock"
 RECORD = ROOT / ".seed" / "record.json"  # what the seed says it did; removed before each run
 DEMO = ROOT / "demo" / "answers.json"  # the offline demo's goal and scripted answers
@@ -52,6 +54,14 @@ STEERING = ["goal.md", "pending_tasks.md"]  # the user's to edit at any time: ne
 NOT_CODE = {".git", "backups", ".seed", "bench", "demo", "__pycache__", ".pytest_cache", "node_modules", ".venv", "venv"}
 SUPERVISOR_TESTS = {"tests/test_fallback.py"}  # slow end-to-end tests of this file: kept out of the gate
 GATE_TIMEOUT = 300      # seconds for each gate step (compile and import, then pytest)
+LIMITS = {              # on the seed and the gate's children; a run that hits one fails like a crash
+    "RLIMIT_AS": int(os.environ.get("SEED_MEMORY_MB", 4096)) << 20,    # memory (address space)
+    "RLIMIT_CPU": int(os.environ.get("SEED_CPU_SECONDS", 600)),         # CPU seconds
+    "RLIMIT_FSIZE": int(os.environ.get("SEED_FILE_MB", 64)) << 20,     # the largest file it may write
+    "RLIMIT_NOFILE": int(os.environ.get("SEED_OPEN_FILES", 1024)),      # open files
+}
+MAX_FAILURE_TASKS = 10  # open failure tasks kept in pending_tasks.md; a person's tasks are never dropped
+DRY_SPELL = 10          # iterations that asked the model and landed nothing before it is called a stall
 OUTPUT_TAIL = 64_000    # bytes of a child's output kept; the rest is read and dropped
 TASK_LINES = 12         # lines of output copied into a failure task
 DEFAULT_WAIT = 300      # seconds to wait after exit 75 when the seed did not say until when
@@ -252,8 +262,10 @@ def run_bounded(command, env, timeout, watch=None):
     Output goes through a pipe drained by a thread that keeps only the last OUTPUT_TAIL bytes, so a
     child that prints without end neither blocks nor fills a file. The whole group is killed at the
     end (timeout, Ctrl+C or normal exit), so no grandchild outlives its run."""
-    child = subprocess.Popen(command, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, start_new_session=True)
+    child = subprocess.Popen([sys.executable, "-c", LAUNCH, json.dumps(LIMITS), *command], cwd=ROOT, env=env,
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             start_new_session=True)
+    write_atomically(RUNNING, json.dumps({"pid": child.pid}))
     tail = deque()
     reader = threading.Thread(target=keep_tail, args=(child.stdout, tail, watch), daemon=True)
     reader.start()
@@ -267,8 +279,39 @@ def run_bounded(command, env, timeout, watch=None):
         except (ProcessLookupError, PermissionError):
             pass
         child.wait()
+        RUNNING.unlink(missing_ok=True)
         reader.join(5)
     return code, b"".join(tail).decode("utf-8", "replace")
+
+
+LAUNCH = """import json, os, resource, sys
+for name, value in json.loads(sys.argv[1]).items():
+    kind = getattr(resource, name, None)
+    hard = resource.getrlimit(kind)[1] if kind is not None else 0
+    try:
+        resource.setrlimit(kind, (min(value, hard) if hard != resource.RLIM_INFINITY else value,) * 2)
+    except (TypeError, ValueError, OSError):
+        pass  # a limit this system does not support
+os.execv(sys.argv[2], sys.argv[2:])
+"""
+
+
+def end_orphans():
+    """End the process group a killed supervisor left running, if it is still there."""
+    pid = load_json(RUNNING).get("pid")
+    if isinstance(pid, int) and pid > 1:
+        try:
+            ours = os.readlink(f"/proc/{pid}/cwd") == str(ROOT)
+        except OSError:  # no /proc (macOS): trust a group led by a python process
+            ps = subprocess.run(["ps", "-o", "pgid=,command=", "-p", str(pid)], capture_output=True, text=True)
+            ours = ps.stdout.split()[:1] == [str(pid)] and "python" in ps.stdout
+        if ours:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+                say(f"ended process group {pid}, left running by a supervisor that was killed")
+            except (ProcessLookupError, PermissionError):
+                pass
+    RUNNING.unlink(missing_ok=True)
 
 
 def keep_tail(stream, tail, watch):
@@ -378,17 +421,52 @@ def gate_env():
 
 
 # --- memory: tasks and the log ----------------------------------------------------------------
-def add_task(headline, output):
-    """Append a failure as an open task, with the last lines of output indented beneath it."""
-    lines = [line[:300] for line in redact(output).strip().splitlines()[-TASK_LINES:]]
-    detail = "".join(f"\n      {line}" for line in lines if line.strip())
-    current = TASKS.read_text("utf-8", "replace").rstrip("\n") if TASKS.exists() else "# Pending tasks"
-    write_atomically(TASKS, f"{current}\n- [ ] {redact(headline)}{detail}\n")
+def add_failure_task(headline, output, where):
+    """Record a failure as an open task, once: the same failure (same kind, place and exception) again
+    counts up in its task, which says how often, since when and after which snapshot it began. At most
+    MAX_FAILURE_TASKS stay open (the oldest go); a person's tasks are never touched."""
+    tail = redact(output).strip().splitlines()[-TASK_LINES:]
+    places = re.findall(r'File "([^"]+)", line (\d+)|^(\S+\.py):(\d+)', "\n".join(tail), re.M)
+    errors = re.findall(r"^(?:E\s+)?(\w+(?:Error|Exception|Exit))\b", "\n".join(tail), re.M)
+    kind = re.sub(r"\d+", "N", headline.split(":", 1)[-1])
+    place = "".join(places[-1]).replace(str(ROOT), "") if places else ""
+    mark = hashlib.sha256(f"{kind}|{place}|{errors[-1] if errors else ''}".encode()).hexdigest()[:8]
+    lines = TASKS.read_text("utf-8", "replace").splitlines() if TASKS.exists() else ["# Pending tasks", ""]
+    found = next((n for n, line in enumerate(lines) if f"[failure {mark}:" in line and "- [ ]" in line), None)
+    if found is None:
+        detail = [f"      {line[:300]}" for line in tail if line.strip()]
+        lines += [f"- [ ] {redact(headline)} [failure {mark}: 1 time since {utc_now()}, first after "
+                  f"snapshot {where}]"] + detail
+    else:
+        seen = int(re.search(rf"\[failure {mark}: (\d+) time", lines[found]).group(1)) + 1
+        since = re.search(r"time(?:s)? since ([^,]+), (first after snapshot \w+)\]", lines[found])
+        lines[found] = (f"- [ ] {redact(headline)} [failure {mark}: {seen} times since {since.group(1)}, "
+                        f"{since.group(2)}] This keeps happening: fix it before anything else.")
+    write_atomically(TASKS, "\n".join(drop_oldest_failures(lines)) + "\n")
 
 
-def describe_changes(changed):
-    return ", ".join(f"{rel} ({kind}) +{added} −{removed}" if kind != "changed" else f"{rel} +{added} −{removed}"
-                     for rel, kind, added, removed in changed)
+def drop_oldest_failures(lines):
+    """Keep at most MAX_FAILURE_TASKS open failure tasks (with their indented detail lines)."""
+    failures = [n for n, line in enumerate(lines) if re.match(r"- \[ \] .*\[failure \w+:", line)]
+    drop = set()
+    for start in failures[:max(0, len(failures) - MAX_FAILURE_TASKS)]:
+        drop.add(start)
+        end = start + 1
+        while end < len(lines) and lines[end].startswith("      "):
+            drop.add(end)
+            end += 1
+    return [line for n, line in enumerate(lines) if n not in drop]
+
+
+def describe_changes(changed, most=20):
+    """The changed files for a log or console line; odd characters in names are shown as ?."""
+    shown = [f"{printable(rel)}{'' if kind == 'changed' else f' ({kind})'} +{added} −{removed}"
+             for rel, kind, added, removed in changed[:most]]
+    return ", ".join(shown) + (f" and {len(changed) - most} more" if len(changed) > most else "")
+
+
+def printable(name):
+    return re.sub(r"[\x00-\x1f\x7f]", "?", name)
 
 
 def log_iteration(number, result, duration):
@@ -405,6 +483,8 @@ def log_iteration(number, result, duration):
             lines.append(f"- {label}: " + "; ".join(record.get(key) or result.get(key)))
     if result.get("reason"):
         lines.append(f"- Reason: {result['reason']}")
+    if result.get("dry"):
+        lines.append(f"- Stalled: {result['dry']}")
     if result.get("restored"):
         lines.append(f"- Restored snapshot {result['restored']}; the failing state is kept in "
                      f"backups/{result['kept']}")
@@ -551,6 +631,7 @@ def run_iteration(number, index, args, bad):
     start = snapshot(index, "before" if index["snapshots"] else "genesis", number)
     guarded = read_guarded()
     RECORD.unlink(missing_ok=True)
+    write_atomically(UNDER_WAY, json.dumps({"iteration": number, "start": start["id"]}))
     show_phase(f"#{number}: running seed.py")
     try:
         code, output = run_seed(args.timeout)
@@ -561,6 +642,8 @@ def run_iteration(number, index, args, bad):
         put_back_guarded(guarded, number)
         set_aside(index, start, number)
         raise
+    finally:
+        UNDER_WAY.unlink(missing_ok=True)
     seed_ran = code == 0 and bool(result["record"] or result["changes"])
     if seed_ran and not start["good"]:
         start["good"] = True  # an iteration started from it finished: it is known good
@@ -568,7 +651,8 @@ def run_iteration(number, index, args, bad):
     if failure:
         roll_back(index, start, seed_ran, number, bad, result)
         result.update(outcome=f"rolled back: {failure[0]}", reason=failure[0], output=redact(failure[1]))
-        add_task(f"Iteration {number} was rolled back: {failure[0]}. Find and fix the cause.", failure[1])
+        add_failure_task(f"Iteration {number} was rolled back: {failure[0]}. Find and fix the cause.", failure[1],
+                         start["id"])
     elif code == EX_CONFIG:
         result.update(outcome="stopped: configuration error", reason=seed_message(result, output))
     elif code == EX_UNAVAILABLE:
@@ -583,10 +667,33 @@ def run_iteration(number, index, args, bad):
     return result
 
 
+def note_dry_spell(index, result, dry, bad):
+    """Count iterations that asked the model and landed nothing; at DRY_SPELL say so, at twice that walk
+    back one known-good state. Returns the new count."""
+    if result["outcome"].startswith("landed"):
+        return 0
+    if not (result.get("record") or {}).get("requests"):
+        return dry
+    dry += 1
+    if dry % DRY_SPELL == 0:
+        result["dry"] = f"nothing has landed in the last {dry} iterations that asked the model"
+        if dry >= 2 * DRY_SPELL:
+            here = snapshot(index, "before", index["iteration"])
+            bad.add(here["id"])
+            target = walk_back(index, bad)
+            restore(target)
+            result["dry"] += f"; went back to snapshot {target['id']} (this state is kept as {here['id']})"
+            dry = 0
+        add_failure_task(f"Stalled: {result['dry']}. Change approach: smaller, surer steps.", "", "")
+    return dry
+
+
 def judge(code, result, output):
     """None if this run passes, else (why it failed, the output that shows it)."""
     if code is None:
         return ("seed.py timed out and was killed with its children", output)
+    if code < 0:
+        return (f"seed.py was killed by {signal.Signals(-code).name} (a resource limit, or a signal)", output)
     if code not in (0, EX_UNAVAILABLE, EX_CONFIG):
         return (f"seed.py crashed (exit {code})", output)
     if code == 0 and not result["record"] and not result["changes"]:
@@ -632,16 +739,21 @@ def wait_until(record):
 # --- the loop ---------------------------------------------------------------------------------
 def supervise(args, index):
     """Run iterations until --iterations is reached; the exit code."""
-    bad, totals, done, grown_from = set(), Counter(), 0, codebase_size()
+    bad, totals, done, dry, grown_from = set(), Counter(), 0, 0, codebase_size()
     if LIVE:
         threading.Thread(target=redraw_status_forever, daemon=True).start()
     try:
         while args.iterations == 0 or done < args.iterations:
             index["iteration"] += 1
-            save_index(index)
             began = time.monotonic()
             try:
+                save_index(index)
+                recover(index)
                 result = run_iteration(index["iteration"], index, args, bad)
+            except OSError as error:  # a full disk, a file size limit: wait, then finish what was cut short
+                result = {"outcome": f"waiting: cannot write ({error.strerror or error})", "changes": [],
+                          "reason": f"{error}: free some disk space", "wait_until": datetime.now(timezone.utc)
+                          + timedelta(seconds=60)}
             except KeyboardInterrupt:
                 stopped = {"outcome": "stopped: interrupted (Ctrl+C)", "changes": [], "record": read_record()}
                 log_iteration(index["iteration"], stopped, time.monotonic() - began)
@@ -649,8 +761,12 @@ def supervise(args, index):
                 raise
             finally:
                 show_phase("")
-            log_iteration(index["iteration"], result, time.monotonic() - began)
-            record_usage(result)
+            dry = note_dry_spell(index, result, dry, bad)
+            try:
+                log_iteration(index["iteration"], result, time.monotonic() - began)
+                record_usage(result)
+            except OSError as error:
+                say(f"cannot write the log or the ledger ({error}): free some disk space")
             report(index["iteration"], result, time.monotonic() - began, totals)
             done += 1
             if result["outcome"].startswith("stopped"):
@@ -809,8 +925,6 @@ def check_setup(need_key=True):
     if need_key and not os.environ.get("GEMINI_API_KEY", "").strip():
         return ("GEMINI_API_KEY is not set: copy .env.example to .env and put your key in it "
                 "(a free key: https://aistudio.google.com/apikey)")
-    if not (ROOT / "seed.py").is_file():
-        return f"there is no seed.py in {ROOT}: restore it with  git checkout seed.py"
     goal = ROOT / "goal.md"
     if need_key and not (goal.is_file() and goal.read_text("utf-8", "replace").strip()):
         return "goal.md is missing or empty: write in it what you want grown (a few lines are enough)"
@@ -849,17 +963,23 @@ def take_lock():
 
 
 def recover(index):
-    """Finish what a killed supervisor left: a restore under way, a half-made snapshot."""
+    """Finish what a killed supervisor (or a full disk) left: a child still running, a half-made snapshot,
+    a restore under way, an iteration cut short (its changes are kept, the codebase put back)."""
+    end_orphans()
     for staging in BACKUPS.glob(".staging-*"):
         shutil.rmtree(staging, ignore_errors=True)
-    if RESTORING.exists():
-        wanted = json.loads(RESTORING.read_text()).get("id")
-        entry = next((e for e in index["snapshots"] if e["id"] == wanted), None)
-        if entry:
-            restore(entry)
-            say(f"finished the restore of snapshot {wanted} that was under way when the last run stopped")
-        else:
-            RESTORING.unlink()
+    entries = {e["id"]: e for e in index["snapshots"]}
+    wanted = load_json(RESTORING).get("id")
+    if wanted in entries:
+        restore(entries[wanted])
+        say(f"finished the restore of snapshot {wanted} that was under way when the last run stopped")
+    RESTORING.unlink(missing_ok=True)
+    cut_short = load_json(UNDER_WAY)
+    if cut_short.get("start") in entries:
+        set_aside(index, entries[cut_short["start"]], cut_short.get("iteration", 0))
+        log_iteration(cut_short.get("iteration", 0), {"outcome": "stopped: the supervisor was killed during this "
+                                                      "iteration", "changes": []}, 0.0)
+    UNDER_WAY.unlink(missing_ok=True)
 
 
 def list_backups(index):
@@ -907,11 +1027,15 @@ def main(argv=None):
               f"(Ctrl+C in its terminal, or  kill {holder})", file=sys.stderr)
         return 1
     index = load_index()
-    recover(index)
     if args.restore or args.reset:
+        recover(index)
         if not index["snapshots"]:
             return config_error("there are no snapshots yet: nothing to restore")
         return restore_by_hand(index, args.restore or index["snapshots"][0]["id"])
+    recover(index)  # before anything else: a killed supervisor may have left a restore half done
+    if not (ROOT / "seed.py").is_file():
+        return config_error(f"there is no seed.py in {ROOT}: restore it with  python fallback.py --reset  "
+                            "or  git checkout seed.py")
     signal.signal(signal.SIGTERM, stop_on_sigterm)
     if not LOG.exists():
         LOG.write_text("# Iteration log\n\nfallback.py appends one section per iteration here. Newest at the bottom.\n")

@@ -422,8 +422,9 @@ def salvage(text):
 # --- apply the answer -------------------------------------------------------------------------
 def refusal(path, content):
     """Why this file may not be written, or None."""
-    if not path or "\\" in path or "\0" in path or re.match(r"[A-Za-z]:", path) or path.startswith("/"):
-        return "not a relative path"
+    if not path or "\\" in path or re.search(r"[\x00-\x1f\x7f]", path) or re.match(r"[A-Za-z]:", path) \
+            or path.startswith("/"):
+        return "not a plain relative path"
     if ".." in PurePosixPath(path).parts:
         return "leaves the workspace"
     target = (ROOT / path).resolve()

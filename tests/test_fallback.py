@@ -178,7 +178,7 @@ def test_unsafe_paths_are_refused_and_logged(workspace, env, gemini):
     assert (workspace / "fallback.py").read_bytes() == fallback_before
     assert not (workspace.parent / "outside.py").exists()
     log = (workspace / "iteration_log.md").read_text()
-    assert "- Refused: fallback.py: protected; ../outside.py: leaves the workspace; /tmp/absolute.py: not a " \
+    assert "- Refused: fallback.py: protected; ../outside.py: leaves the workspace; /tmp/absolute.py: not a plain " \
            "relative path" in log
 
 
