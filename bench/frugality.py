@@ -4,7 +4,8 @@
     python bench/frugality.py --iterations 20   # a quicker look
 
 Runs `python fallback.py --iterations 1` over and over in a fresh copy of the workspace, against a fake
-Gemini that enforces free-tier limits (10 requests a minute and 20 a day per model, two models) and
+Gemini that enforces free-tier limits (10 requests and 250,000 input tokens a minute and 20 requests a day per
+model, two models; tokens counted at 4 characters each) and
 answers from a script: most answers add a 70 KB module (the codebase grows to about 2 MB), every 7th
 is lazy and every 11th is cut off. Two modes on the same script: as shipped, and with the seed's
 quota memory and pacing switched off (its .seed/quota.json deleted before every iteration).
@@ -27,7 +28,7 @@ sys.path.insert(0, str(REPO / "tests"))
 import fake_gemini as api  # noqa: E402  (the tests' fake server, reused)
 
 MODELS = ["gemini-3.5-flash", "gemini-2.5-flash-lite"]
-PER_MINUTE, PER_DAY = 10, 20
+PER_MINUTE, TOKENS_PER_MINUTE, PER_DAY = 10, 250_000, 20
 FUNCTIONS_PER_MODULE = 1500  # about 70 KB of code per landed module
 WORKSPACE_FILES = ["seed.py", "fallback.py", "goal.md", "pending_tasks.md", "iteration_log.md"]
 
@@ -38,6 +39,7 @@ class FreeTier(api.FakeGemini):
     def __init__(self):
         super().__init__()
         self.lock, self.minute, self.day, self.answered = threading.Lock(), {m: [] for m in MODELS}, Counter(), 0
+        self.tokens = {m: [] for m in MODELS}  # (time, input tokens) of the answered requests
         self.seen = []  # (model, kind, prompt tokens)
 
     def next_reply(self, request):
@@ -46,17 +48,21 @@ class FreeTier(api.FakeGemini):
         tokens = len(text) // 4
         with self.lock:
             self.minute[model] = [t for t in self.minute[model] if now - t < 60]
+            self.tokens[model] = [(t, n) for t, n in self.tokens[model] if now - t < 60]
             if self.day[model] >= PER_DAY:
                 kind, reply = "429 per day", api.per_day(model)
             elif len(self.minute[model]) >= PER_MINUTE:
                 kind, reply = "429 per minute", api.per_minute(f"{self.minute[model][0] + 60 - now:.1f}s")
+            elif sum(n for _, n in self.tokens[model]) + tokens > TOKENS_PER_MINUTE:
+                kind, reply = "429 per minute", api.per_minute(f"{self.tokens[model][0][0] + 60 - now:.1f}s")
             else:
                 self.minute[model].append(now)
+                self.tokens[model].append((now, tokens))
                 self.day[model] += 1
                 self.answered += 1
                 kind, reply = "answer", scripted(self.answered, tokens)
             self.seen.append((model, kind, tokens))
-        return (reply["error"]["code"] if "error" in reply else 200), reply, 0.0, None
+        return (reply["error"]["code"] if "error" in reply else 200), reply, 0.0, None, False
 
 
 def scripted(n, prompt_tokens):
@@ -130,7 +136,8 @@ def main():
     parser.add_argument("--iterations", type=int, default=50)
     args = parser.parse_args()
     print(f"python {sys.version.split()[0]} on {os.uname().sysname} {os.uname().machine}, {os.cpu_count()} cores; "
-          f"limits: {PER_MINUTE}/minute and {PER_DAY}/day for each of {', '.join(MODELS)}\n")
+          f"limits: {PER_MINUTE} requests and {TOKENS_PER_MINUTE:,} tokens a minute, {PER_DAY} requests a day, "
+          f"for each of {', '.join(MODELS)}\n")
     report([run("as shipped", args.iterations), run("off", args.iterations)])
 
 

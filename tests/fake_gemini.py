@@ -23,10 +23,11 @@ class FakeGemini:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True).start()
 
-    def reply(self, body, model=None, delay=0.0, hook=None):
-        """Queue a reply (an error body is sent with its own code); `hook(request)` runs before it is sent."""
+    def reply(self, body, model=None, delay=0.0, hook=None, cut=False):
+        """Queue a reply (an error body is sent with its own code); `hook(request)` runs before it is sent;
+        `cut` sends half the body and closes the connection."""
         status = body["error"]["code"] if "error" in body else 200
-        self.replies.setdefault(model, deque()).append((status, body, delay, hook))
+        self.replies.setdefault(model, deque()).append((status, body, delay, hook, cut))
         return self
 
     def close(self):
@@ -40,11 +41,11 @@ class FakeGemini:
         return [r["model"] for r in self.requests]
 
     def next_reply(self, request):
-        """(status, body, delay, hook) for a generateContent request; a subclass may decide otherwise."""
+        """(status, body, delay, hook, cut) for a generateContent request; a subclass may decide otherwise."""
         for queue in (self.replies.get(request["model"]), self.replies.get(None)):
             if queue:
                 return queue.popleft()
-        return 500, error(500, "INTERNAL", "fake: no reply scripted for this request"), 0.0, None
+        return 500, error(500, "INTERNAL", "fake: no reply scripted for this request"), 0.0, None, False
 
     def _handler(self):
         fake = self
@@ -56,8 +57,8 @@ class FakeGemini:
                 request = {"path": self.path, "model": match and match.group(1), "headers": {k.lower(): v for k, v in self.headers.items()},
                            "body": json.loads(self.rfile.read(length) or b"null")}
                 fake.requests.append(request)
-                status, body, delay, hook = fake.next_reply(request) if match else \
-                    (404, error(404, "NOT_FOUND", "fake: unknown path"), 0.0, None)
+                status, body, delay, hook, cut = fake.next_reply(request) if match else \
+                    (404, error(404, "NOT_FOUND", "fake: unknown path"), 0.0, None, False)
                 if hook:
                     hook(request)
                 time.sleep(delay)
@@ -67,7 +68,8 @@ class FakeGemini:
                     self.send_header("Content-Type", "application/json; charset=UTF-8")
                     self.send_header("Content-Length", str(len(data)))
                     self.end_headers()
-                    self.wfile.write(data)
+                    self.wfile.write(data[:len(data) // 2] if cut else data)
+                    self.close_connection = cut
                 except OSError:  # the client gave up waiting
                     pass
 

@@ -40,8 +40,10 @@ def test_unsafe_paths_are_refused_and_the_rest_written(workspace, env, gemini, t
     outside = tmp_path / "outside"
     outside.mkdir()
     (workspace / "link").symlink_to(outside)
-    unsafe = ["fallback.py", "goal.md", ".env", "iteration_log.md", "tests/conftest.py", "backups/x.py",
-              ".git/config", "../escaped.py", str(tmp_path / "absolute.py"), "link/through.py", "FALLBACK.PY"]
+    unsafe = ["fallback.py", "goal.md", ".env", "iteration_log.md", "pending_tasks.md", "tests/conftest.py",
+              "backups/x.py", ".git/config", ".seed/record.json", "demo/answers.json", "bench/b.py",
+              "../escaped.py", str(tmp_path / "absolute.py"), "link/through.py", "FALLBACK.PY", "C:/windows.py",
+              "two\nlines.py", ""]
     protected_before = {p: (workspace / p).read_bytes() for p in ("fallback.py", "goal.md", "tests/conftest.py")}
     gemini.reply(api.answer([(p, "owned = True\n") for p in unsafe] + [("ok.py", "ok = True\n")]))
     done = run_seed(workspace, env)
@@ -51,7 +53,28 @@ def test_unsafe_paths_are_refused_and_the_rest_written(workspace, env, gemini, t
     assert not any((workspace / p).exists() for p in (".env", "backups/x.py", ".git/config"))
     assert list(outside.iterdir()) == [] and not (tmp_path / "escaped.py").exists()
     assert not (tmp_path / "absolute.py").exists()
-    assert len(record_of(workspace)["refused"]) == len(unsafe)
+    record = record_of(workspace)
+    assert len(record["refused"]) == len(unsafe) and record["files"] == ["ok.py"]
+
+
+def test_large_binary_and_odd_files(workspace, env, gemini):
+    odd = ["ünïcødé ñame.py", "dir with space/m.py", "-dash.py", "日本.txt"]
+    gemini.reply(api.answer([("big.py", "x = 1\n" * 200_000), ("nul.py", "a = 1\x00\n")]
+                            + [(name, "x = 1\n") for name in odd]))
+    assert run_seed(workspace, env).returncode == 0
+    record = record_of(workspace)
+    assert sorted(record["files"]) == sorted(odd) and all((workspace / name).exists() for name in odd)
+    assert record["refused"] == ["big.py: binary or larger than MAX_FILE_BYTES",
+                                 "nul.py: binary or larger than MAX_FILE_BYTES"]
+
+
+def test_thousands_of_files_in_one_answer_and_an_empty_one(workspace, env, gemini):
+    gemini.reply(api.answer([(f"many/m{i}.py", f"N = {i}\n") for i in range(2000)]))
+    gemini.reply(api.answer([]))
+    assert run_seed(workspace, env).returncode == 0
+    assert len(record_of(workspace)["files"]) == 2000 and len(list((workspace / "many").iterdir())) == 2000
+    assert run_seed(workspace, env).returncode == 0
+    assert record_of(workspace)["files"] == [] and record_of(workspace)["outcome"] == "applied"
 
 
 def test_a_compile_error_puts_every_written_file_back(workspace, env, gemini):
@@ -112,11 +135,11 @@ def test_pacing_keeps_requests_under_the_per_minute_limit(workspace, env, gemini
 
 
 def test_a_per_minute_limit_is_waited_out_in_the_run(workspace, env, gemini):
-    gemini.reply(api.per_minute("0.5s")).reply(api.answer([("a.py", "a = 1\n")]))
+    gemini.reply(api.per_minute("0.2s")).reply(api.answer([("a.py", "a = 1\n")]))
     started = time.monotonic()
     done = run_seed(workspace, env)
     assert done.returncode == 0 and (workspace / "a.py").exists()
-    assert len(gemini.requests) == 2 and time.monotonic() - started >= 0.5
+    assert len(gemini.requests) == 2 and time.monotonic() - started >= 0.2
 
 
 def test_a_spent_day_moves_to_the_next_model_and_is_remembered(workspace, env, gemini):
@@ -139,6 +162,38 @@ def test_when_every_day_is_spent_it_exits_75_until_midnight_pacific(workspace, e
     assert timedelta(0) < retry_at - datetime.now(timezone.utc) <= timedelta(hours=24)
     assert retry_at.minute == 0 and retry_at.hour in (7, 8)  # midnight in Los Angeles, PDT or PST
     assert run_seed(workspace, env).returncode == 75 and len(gemini.requests) == 1  # remembered: no request
+
+
+def test_a_bare_429_is_waited_for_a_minute_or_left_for_later(workspace, env, gemini):
+    env["SEED_TIMEOUT"] = "20"  # too short to wait a minute inside the run
+    gemini.reply(api.error(429, "RESOURCE_EXHAUSTED", "Resource has been exhausted (e.g. check quota)."))
+    done = run_seed(workspace, env)
+    assert done.returncode == 75 and len(gemini.requests) == 1
+    retry_at = datetime.fromisoformat(record_of(workspace)["retry_at"])
+    assert timedelta(seconds=50) < retry_at - datetime.now(timezone.utc) <= timedelta(seconds=61)
+
+
+def test_a_model_without_a_free_tier_is_treated_as_spent_for_the_day(workspace, env, gemini):
+    gemini.reply(api.error(429, "RESOURCE_EXHAUSTED", "Quota exceeded for metric: generate_content_free_tier_"
+                                                      "requests, limit: 0, model: gemini-3-pro"))
+    done = run_seed(workspace, env)
+    assert done.returncode == 75 and len(gemini.requests) == 1
+    assert datetime.fromisoformat(record_of(workspace)["retry_at"]).hour in (7, 8)
+
+
+def test_a_server_that_never_answers_is_given_up_in_time(workspace, env, gemini):
+    env["SEED_TIMEOUT"] = "3"
+    gemini.reply(api.answer([("a.py", "a = 1\n")]), delay=30)
+    started = time.monotonic()
+    done = run_seed(workspace, env)
+    assert done.returncode == 75 and time.monotonic() - started < 3
+    assert not (workspace / "a.py").exists()
+
+
+def test_a_response_cut_mid_body_is_retried(workspace, env, gemini):
+    gemini.reply(api.answer([("a.py", "a = 1\n")]), cut=True).reply(api.answer([("a.py", "a = 2\n")]))
+    assert run_seed(workspace, env).returncode == 0
+    assert (workspace / "a.py").read_text() == "a = 2\n" and len(gemini.requests) == 2
 
 
 def test_server_errors_are_retried_then_given_up_for_now(workspace, env, gemini):
