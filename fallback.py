@@ -189,11 +189,14 @@ def snapshot(index, kind, iteration):
     taken = [int(e["id"]) for e in index["snapshots"]] + [int(p.name) for p in BACKUPS.iterdir() if p.name.isdigit()]
     sid = f"{max(taken, default=0) + 1:04d}"
     staging = BACKUPS / f".staging-{sid}"
-    shutil.rmtree(staging, ignore_errors=True)
-    for rel in files:
-        (staging / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(ROOT / rel, staging / rel)
-    staging.mkdir(parents=True, exist_ok=True)
+    try:
+        for rel in files:
+            (staging / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / rel, staging / rel)
+        staging.mkdir(parents=True, exist_ok=True)
+    except OSError:  # a full disk or a size limit: leave no half snapshot
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     os.replace(staging, BACKUPS / sid)  # a snapshot appears whole or not at all
     entry = {"id": sid, "time": utc_now(), "iteration": iteration, "kind": kind, "good": kind == "genesis",
              "digest": digest, "files": files}
@@ -288,8 +291,11 @@ LAUNCH = """import json, os, resource, sys
 for name, value in json.loads(sys.argv[1]).items():
     kind = getattr(resource, name, None)
     hard = resource.getrlimit(kind)[1] if kind is not None else 0
+    ceiling = value + 5 if name == "RLIMIT_CPU" else value  # SIGXCPU says why; SIGKILL follows 5 s later
+    if hard != resource.RLIM_INFINITY:
+        value, ceiling = min(value, hard), min(ceiling, hard)
     try:
-        resource.setrlimit(kind, (min(value, hard) if hard != resource.RLIM_INFINITY else value,) * 2)
+        resource.setrlimit(kind, (value, ceiling))
     except (TypeError, ValueError, OSError):
         pass  # a limit this system does not support
 os.execv(sys.argv[2], sys.argv[2:])

@@ -38,7 +38,7 @@ def env(gemini):
     """The environment of a user with a key, pointed at the fake server; nothing inherited from this shell."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("GEMINI_", "SEED_"))}
     clean.update(GEMINI_API_KEY=KEY, GEMINI_API_BASE=gemini.url, GEMINI_MODEL="gemini-3.5-flash",
-                 SEED_BACKOFF="0.01", PYTHONDONTWRITEBYTECODE="1")
+                 GEMINI_RPM="0", SEED_BACKOFF="0.01", PYTHONDONTWRITEBYTECODE="1")
     return clean
 
 

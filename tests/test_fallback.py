@@ -479,3 +479,157 @@ def test_a_second_supervisor_on_the_same_workspace_is_refused(running, workspace
     assert restore.returncode == 1 and "already running" in restore.stderr
     running.send_signal(signal.SIGINT)
     running.communicate(timeout=10)
+
+
+# --- faults: the same failure again, limits, a killed supervisor, a full disk, dry spells --------------------
+def test_the_same_failure_again_counts_up_in_one_task(workspace, env, gemini):
+    for _ in range(2):
+        gemini.reply(api.answer([("seed.py", CRASHES_AT_START)]))
+    done = run_fallback(workspace, env, "--iterations", "4")
+    assert done.returncode == 0, done.stderr
+    assert [o.split(":")[0] for o in outcomes(workspace)] == ["landed", "rolled back", "landed", "rolled back"]
+    tasks = (workspace / "pending_tasks.md").read_text()
+    assert len(re.findall(r"^- \[ \] ", tasks, re.M)) == 1
+    assert re.search(r"- \[ \] Iteration 4 was rolled back: seed\.py crashed \(exit 1\)\. Find and fix the cause\. "
+                     r"\[failure \w{8}: 2 times since [\d-]+ [\d:]+ UTC, first after snapshot 0002\] This keeps "
+                     r"happening: fix it before anything else\.", tasks)
+
+
+def test_failure_tasks_are_bounded_and_a_persons_tasks_are_kept(workspace, env, gemini):
+    old = "".join(f"- [ ] old failure {n} [failure {n:08d}: 1 time since then, first after snapshot 0001]\n"
+                  f"      detail {n}\n" for n in range(12))
+    (workspace / "pending_tasks.md").write_text(f"# Pending tasks\n- [ ] mine, first\n{old}- [ ] mine, last\n")
+    (workspace / "seed.py").write_text(DOES_NOTHING)
+    assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
+    tasks = (workspace / "pending_tasks.md").read_text()
+    assert "- [ ] mine, first" in tasks and "- [ ] mine, last" in tasks
+    assert len(re.findall(r"\[failure \w+:", tasks)) == 10
+    assert "old failure 2 " not in tasks and "detail 2\n" not in tasks and "old failure 3 " in tasks
+    assert "a stall" in tasks
+
+
+@pytest.mark.parametrize("hog, limit, says", [
+    ("    bytearray(1 << 31)", {"SEED_MEMORY_MB": "300"}, "MemoryError"),
+    ("    while True:\n        pass", {"SEED_CPU_SECONDS": "1"}, "killed by SIGXCPU"),
+])
+def test_a_seed_that_hogs_memory_or_cpu_is_stopped_by_its_limit(workspace, env, gemini, hog, limit, says):
+    gemini.reply(api.answer([("seed.py", evolved_seed(hog))]))
+    env.update(limit)
+    started = time.monotonic()
+    done = run_fallback(workspace, env, "--iterations", "2", "--timeout", "60")
+    assert done.returncode == 0, done.stderr
+    assert outcomes(workspace)[1].startswith("rolled back: seed.py")
+    assert says in (workspace / "iteration_log.md").read_text() + outcomes(workspace)[1]
+    assert time.monotonic() - started < 30
+    assert (workspace / "seed.py").read_bytes() == (REPO / "seed.py").read_bytes()
+
+
+def test_a_killed_supervisor_leaves_no_orphan_and_the_next_start_puts_things_right(workspace, env, gemini, tmp_path):
+    hold = tmp_path / "hold"
+    hold.write_text("the seed waits while this file exists")
+    env["HOLD_FILE"] = str(hold)
+    (workspace / "seed.py").write_text(evolved_seed(
+        "    pathlib.Path('partial.py').write_text('half = True\\n')\n    import os\n"
+        "    while os.path.exists(os.environ['HOLD_FILE']):\n        time.sleep(0.05)"))
+    first = subprocess.Popen([sys.executable, "fallback.py"], cwd=workspace, env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    wait_for(lambda: (workspace / "partial.py").exists())
+    first.kill()  # kill -9: no chance to clean up
+    first.wait()
+    orphan = json.loads((workspace / "backups" / "running.json").read_text())["pid"]
+    assert alive(orphan)
+    done = run_fallback(workspace, env, "--iterations", "1", "--timeout", "3")
+    assert done.returncode == 0, done.stderr
+    assert not alive(orphan) and f"ended process group {orphan}" in done.stdout
+    assert outcomes(workspace)[0] == "stopped: the supervisor was killed during this iteration"
+    assert not (workspace / "partial.py").exists()
+    kept = json.loads((workspace / "backups" / "index.json").read_text())["snapshots"]
+    assert any(e["kind"] == "interrupted" and "partial.py" in e["files"] for e in kept)
+
+
+def test_an_interrupted_restore_and_a_half_made_snapshot_are_finished_at_the_next_start(workspace, env, gemini):
+    gemini.reply(api.answer([("a.py", "a = 1\n")]))
+    assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
+    (workspace / "seed.py").unlink()  # a restore of snapshot 0001 killed half way
+    (workspace / "backups" / "restoring.json").write_text('{"id": "0001"}')
+    (workspace / "backups" / ".staging-0009").mkdir()
+    gemini.reply(api.answer([("b.py", "b = 1\n")]))
+    done = run_fallback(workspace, env, "--iterations", "1")
+    assert done.returncode == 0, done.stderr
+    assert "finished the restore of snapshot 0001" in done.stdout
+    assert (workspace / "seed.py").read_bytes() == (REPO / "seed.py").read_bytes()
+    assert not (workspace / "a.py").exists() and (workspace / "b.py").exists()
+    assert not (workspace / "backups" / ".staging-0009").exists()
+    assert not (workspace / "backups" / "restoring.json").exists()
+
+
+def test_a_file_size_limit_during_a_snapshot_waits_and_loses_nothing(workspace, env, gemini):
+    (workspace / "big.py").write_text("x = 1\n" * 50_000)  # 300 KB: more than the limit below
+    limited = ("import resource, signal, sys, runpy; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
+               "resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, 100_000)); "
+               "sys.argv = ['fallback.py', '--iterations', '1']; runpy.run_path('fallback.py', run_name='__main__')")
+    done = subprocess.run([sys.executable, "-c", limited], cwd=workspace, env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "waiting: cannot write (File too large)" in done.stdout and gemini.requests == []
+    assert (workspace / "big.py").stat().st_size == 300_000 and not list((workspace / "backups").glob(".staging*"))
+    gemini.reply(api.answer([("a.py", "a = 1\n")]))
+    again = run_fallback(workspace, env, "--iterations", "1")
+    assert again.returncode == 0 and outcomes(workspace)[-1] == "landed: 1 file(s) changed"
+
+
+@pytest.mark.parametrize("phase", ["gate", "wait"])
+def test_ctrl_c_in_the_gate_or_in_a_wait_stops_cleanly(workspace, env, gemini, phase):
+    if phase == "gate":
+        gemini.reply(api.answer([("tests/test_slow.py", "import time\n\n\ndef test_slow():\n    time.sleep(60)\n")]))
+        ready = lambda: any("pytest" in Path(f"/proc/{pid}/cmdline").read_text() for pid in processes_in(workspace))
+    else:
+        gemini.reply(api.per_day())
+        ready = lambda: "waiting until" in (workspace / "iteration_log.md").read_text()
+    supervisor = subprocess.Popen([sys.executable, "fallback.py"], cwd=workspace, env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(ready)
+        supervisor.send_signal(signal.SIGINT)
+        out, err = supervisor.communicate(timeout=10)
+    finally:
+        supervisor.kill()
+    assert supervisor.returncode == 130, err
+    assert not (workspace / "tests" / "test_slow.py").exists()
+    assert [pid for pid in processes_in(workspace)] == []
+
+
+def test_a_dry_spell_is_reported_then_walked_back(workspace, env, gemini):
+    gemini.reply(api.answer([("a.py", "a = 1\n")]))
+    for _ in range(20):
+        gemini.reply(api.text_answer("not JSON at all"))
+    done = run_fallback(workspace, env, "--iterations", "21")
+    assert done.returncode == 0, done.stderr
+    log = (workspace / "iteration_log.md").read_text()
+    assert "- Stalled: nothing has landed in the last 10 iterations that asked the model\n" in log
+    assert re.search(r"- Stalled: nothing has landed in the last 20 iterations that asked the model; went back to "
+                     r"snapshot 0001 \(this state is kept as 0002\)", log)
+    assert not (workspace / "a.py").exists()
+    assert "Stalled: nothing has landed" in (workspace / "pending_tasks.md").read_text()
+
+
+@pytest.mark.parametrize("files, says", [
+    ([("broken_import.py", "raise RuntimeError('crashes at import')\n")], "crashes at import"),
+    ([("seed.py", "import helper\n" + evolved_seed("    pathlib.Path('helper.py').unlink()")),
+      ("helper.py", "VALUE = 1\n")], "No module named 'helper'"),
+])
+def test_code_that_breaks_at_import_is_rolled_back(workspace, env, gemini, files, says):
+    gemini.reply(api.answer(files))
+    done = run_fallback(workspace, env, "--iterations", "2")
+    assert done.returncode == 0, done.stderr
+    assert "rolled back: compile and import check failed" in outcomes(workspace)
+    assert says in (workspace / "pending_tasks.md").read_text()
+
+
+def test_thousands_of_files_land_and_the_log_stays_short(workspace, env, gemini):
+    gemini.reply(api.answer([(f"many/m{i}.py", f"N = {i}\n") for i in range(2000)]))
+    done = run_fallback(workspace, env, "--iterations", "1")
+    assert done.returncode == 0, done.stderr
+    assert outcomes(workspace) == ["landed: 2000 file(s) changed"]
+    assert "and 1980 more" in (workspace / "iteration_log.md").read_text()
+    assert len(json.loads((workspace / "backups" / "index.json").read_text())["snapshots"]) == 1
