@@ -650,9 +650,9 @@ def run_iteration(number, index, args, bad):
         raise
     finally:
         UNDER_WAY.unlink(missing_ok=True)
-    seed_ran = code == 0 and bool(result["record"] or result["changes"])
+    seed_ran = code == 0 and bool((result["record"] or {}).get("requests"))
     if seed_ran and not start["good"]:
-        start["good"] = True  # an iteration started from it finished: it is known good
+        start["good"] = True  # a run started from it finished, having asked the model: it is known good
         save_index(index)
     if failure:
         roll_back(index, start, seed_ran, number, bad, result)
@@ -674,15 +674,15 @@ def run_iteration(number, index, args, bad):
 
 
 def note_dry_spell(index, result, dry, bad):
-    """Count iterations that asked the model and landed nothing; at DRY_SPELL say so, at twice that walk
+    """Count iterations in a row that neither landed nor waited; at DRY_SPELL say so, at twice that walk
     back one known-good state. Returns the new count."""
     if result["outcome"].startswith("landed"):
         return 0
-    if not (result.get("record") or {}).get("requests"):
+    if not result["outcome"].startswith(("no change", "rolled back")):
         return dry
     dry += 1
     if dry % DRY_SPELL == 0:
-        result["dry"] = f"nothing has landed in the last {dry} iterations that asked the model"
+        result["dry"] = f"nothing has landed in the last {dry} iterations"
         if dry >= 2 * DRY_SPELL:
             here = snapshot(index, "before", index["iteration"])
             bad.add(here["id"])
@@ -702,8 +702,8 @@ def judge(code, result, output):
         return (f"seed.py was killed by {signal.Signals(-code).name} (a resource limit, or a signal)", output)
     if code not in (0, EX_UNAVAILABLE, EX_CONFIG):
         return (f"seed.py crashed (exit {code})", output)
-    if code == 0 and not result["record"] and not result["changes"]:
-        return ("seed.py exited 0 without a record or a change (a stall)", output)
+    if code == 0 and not result["changes"] and not (result["record"] or {}).get("requests"):
+        return ("seed.py exited 0 without asking the model or changing anything (a stall)", output)
     return gate() if result["changes"] else None
 
 
@@ -746,6 +746,7 @@ def wait_until(record):
 def supervise(args, index):
     """Run iterations until --iterations is reached; the exit code."""
     bad, totals, done, dry, grown_from = set(), Counter(), 0, 0, codebase_size()
+    index["iteration"] = max(index["iteration"], last_logged_iteration())  # the index may not have been saved
     if LIVE:
         threading.Thread(target=redraw_status_forever, daemon=True).start()
     try:
@@ -787,6 +788,15 @@ def supervise(args, index):
         return 130
     finally:
         say(summary(done, totals, grown_from, codebase_size()))
+
+
+def last_logged_iteration():
+    if not LOG.exists():
+        return 0
+    with LOG.open("rb") as log:
+        log.seek(max(0, LOG.stat().st_size - 65536))
+        numbers = re.findall(rb"^## Iteration (\d+) ", log.read(), re.M)
+    return int(numbers[-1]) if numbers else 0
 
 
 def codebase_size():

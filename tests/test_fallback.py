@@ -34,7 +34,7 @@ def evolved_seed(body):
     """A stand-in seed.py that runs `body`, then leaves a record as a real seed does."""
     return (f"import json, pathlib, sys, time\n\n\ndef main():\n{body}\n"
             "    pathlib.Path('.seed').mkdir(exist_ok=True)\n"
-            "    pathlib.Path('.seed/record.json').write_text(json.dumps({'outcome': 'applied', 'requests': 0}))\n\n\n"
+            "    pathlib.Path('.seed/record.json').write_text(json.dumps({'outcome': 'applied', 'requests': 1}))\n\n\n"
             "if __name__ == '__main__':\n    main()\n")
 
 
@@ -140,7 +140,7 @@ def test_a_hang_is_killed_with_its_children(workspace, env, gemini, tmp_path):
 def test_a_seed_that_does_nothing_is_a_stall_and_rolled_back(workspace, env, gemini):
     gemini.reply(api.answer([("seed.py", DOES_NOTHING)]))
     done = run_fallback(workspace, env, "--iterations", "2")
-    assert outcomes(workspace)[1] == "rolled back: seed.py exited 0 without a record or a change (a stall)"
+    assert outcomes(workspace)[1] == "rolled back: seed.py exited 0 without asking the model or changing anything (a stall)"
     assert (workspace / "seed.py").read_bytes() == (REPO / "seed.py").read_bytes()
     assert done.returncode == 0
 
@@ -197,9 +197,11 @@ def test_a_rewritten_seed_cannot_forge_log_headings_through_its_record(workspace
         "import json, pathlib\n\n\nif __name__ == '__main__':\n    pathlib.Path('.seed').mkdir()\n"
         "    pathlib.Path('.seed/record.json').write_text(json.dumps({'tasks': ['real\\n\\n## Iteration 99 — "
         "forged'], 'requests': 'many', 'tokens': {'prompt': -5}}))\n")
+    gemini.reply(api.answer([]))
     done = run_fallback(workspace, env, "--iterations", "1")
     assert done.returncode == 0, done.stderr
-    assert outcomes(workspace) == ["no change"]
+    assert outcomes(workspace) == ["rolled back: seed.py exited 0 without asking the model or changing anything "
+                                   "(a stall)"]
     assert "  1. real ## Iteration 99 — forged" in (workspace / "iteration_log.md").read_text()
     assert "0 request(s), 0 tokens" in done.stdout
 
@@ -606,8 +608,8 @@ def test_a_dry_spell_is_reported_then_walked_back(workspace, env, gemini):
     done = run_fallback(workspace, env, "--iterations", "21")
     assert done.returncode == 0, done.stderr
     log = (workspace / "iteration_log.md").read_text()
-    assert "- Stalled: nothing has landed in the last 10 iterations that asked the model\n" in log
-    assert re.search(r"- Stalled: nothing has landed in the last 20 iterations that asked the model; went back to "
+    assert "- Stalled: nothing has landed in the last 10 iterations\n" in log
+    assert re.search(r"- Stalled: nothing has landed in the last 20 iterations; went back to "
                      r"snapshot 0001 \(this state is kept as 0002\)", log)
     assert not (workspace / "a.py").exists()
     assert "Stalled: nothing has landed" in (workspace / "pending_tasks.md").read_text()
@@ -633,3 +635,13 @@ def test_thousands_of_files_land_and_the_log_stays_short(workspace, env, gemini)
     assert outcomes(workspace) == ["landed: 2000 file(s) changed"]
     assert "and 1980 more" in (workspace / "iteration_log.md").read_text()
     assert len(json.loads((workspace / "backups" / "index.json").read_text())["snapshots"]) == 1
+
+
+def test_a_short_seeded_soak_runs_clean():
+    """The soak of bench/soak.py, short: every fault class may come up; every invariant must hold."""
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "soak.py"), "--steps", "30", "--seed", "2"],
+                          capture_output=True, text=True, timeout=600)
+    closing = done.stdout.strip().splitlines()[-1]
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.fullmatch(r"\d+ iterations, \d+ faults injected, 0 stuck, 0 lost, 0 escaped, 0 leaked, 0 broken, "
+                        r"0 left running, worst recovery \d+ iterations", closing)

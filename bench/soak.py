@@ -1,0 +1,298 @@
+"""Soak: hundreds of randomized iterations full of faults, with the invariants checked after each one.
+
+    python bench/soak.py                          # 300 steps, seed 1 (about 10 minutes on 2 cores)
+    python bench/soak.py --steps 40 --seed 7      # a quick one (CI runs one like it)
+
+Each step runs `fallback.py` on a copy of the workspace against a fake Gemini, with either a good answer
+or a fault: a bad answer, bad code the model writes (landed, so the next run trips on it), an API or
+network fault, or a fault in the supervisor's own world (kill -9, Ctrl+C, a second instance, a file size
+limit). After every step: every .py compiles and the code imports; protected files are unchanged; the
+log only grew; no task a person wrote is gone; every file the codebase ever had is in it or in a
+snapshot; nothing is written outside the workspace; the key is in no file but .env; no process is left.
+It prints a table of faults and one closing line. Exit status 1 if any invariant broke.
+"""
+import argparse
+import hashlib
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+import fake_gemini as api  # noqa: E402  (the tests' fake server, reused)
+
+FILES = ["seed.py", "fallback.py", "goal.md", "pending_tasks.md", "iteration_log.md", ".env.example",
+         "tests/conftest.py", "tests/fake_gemini.py"]
+PROTECTED = ["fallback.py", ".env", ".env.example", "goal.md", "tests/conftest.py", "tests/fake_gemini.py"]
+PERSON_TASKS = ["- [ ] keep the notes tidy", "- [ ] add a --version flag"]
+NOT_CODE = {".git", "backups", ".seed", "__pycache__", ".pytest_cache"}
+NOT_CODE_FILES = set(FILES) - {"seed.py"} | {".env"}  # the files snapshots leave out
+KEY = "AIzaSySOAK" + "k3y" * 9 + "xx"
+MODELS = [f"soak-model-{n}" for n in range(30)]  # every per-day fault spends one for the day
+TIMEOUT = 6  # --timeout for each seed run, short so hangs cost little
+RECOVERY_BOUND = 4  # good answers after a fault by which a change must land again
+
+
+def evolved(body):
+    """A seed.py the model might write: runs `body`, then leaves a record like a real seed."""
+    return (f"import json, os, pathlib, subprocess, sys, time\n\n\ndef main():\n{body}\n"
+            "    pathlib.Path('.seed').mkdir(exist_ok=True)\n"
+            "    pathlib.Path('.seed/record.json').write_text(json.dumps({'outcome': 'applied'}))\n\n\n"
+            "if __name__ == '__main__':\n    main()\n")
+
+
+# --- the faults: each queues replies (and may say how to run the supervisor) ---------------------------
+def answer(*files):
+    return lambda fake, rng: fake.reply(api.answer(list(files)))
+
+
+FAULTS = {
+    # model answers
+    "invalid JSON": lambda fake, rng: fake.reply(api.text_answer("Sure! Here is the code.")),
+    "cut off, with parts": lambda fake, rng: fake.reply(api.max_tokens(with_parts=True)),
+    "cut off, no parts": lambda fake, rng: fake.reply(api.max_tokens(with_parts=False)),
+    "blocked": lambda fake, rng: fake.reply(api.blocked()),
+    "empty files": answer(),
+    "lazy placeholders": answer(("seed.py", "import os\n# ... existing code ...\n")),
+    "emptied seed.py": answer(("seed.py", "")),
+    "gutted seed.py": answer(("seed.py", "pass\n")),
+    "protected paths": answer(("fallback.py", "x = 1\n"), (".env", "GEMINI_API_KEY=stolen\n"),
+                              ("goal.md", "mine\n"), ("pending_tasks.md", "gone\n"), ("iteration_log.md", "")),
+    "escaping paths": answer(("../escaped.py", "x = 1\n"), ("/tmp/soak-absolute.py", "x = 1\n"),
+                             ("outside_link/evil.py", "x = 1\n")),
+    "a very large file": answer(("large.py", "x = 1\n" * 400_000)),
+    "binary content": answer(("nul.py", "a = 1\x00\n")),
+    "odd file names": answer(("ünïcødé ñame.py", "x = 1\n"), ("with space/m.py", "x = 1\n"), ("-dash.py", "x = 1\n")),
+    "thousands of files": lambda fake, rng: fake.reply(api.answer([(f"many/m{i}.py", f"N = {i}\n")
+                                                                   for i in range(1500)])),
+    # code the model writes
+    "syntax error": answer(("broken.py", "def f(:\n")),
+    "crash at import": answer(("boom.py", "raise RuntimeError('at import')\n")),
+    "crash at start": answer(("seed.py", "def main():\n    raise RuntimeError('at start')\n\n\n"
+                                         "if __name__ == '__main__':\n    main()\n")),
+    "crash at the end": answer(("seed.py", evolved("    pass").replace(
+        "\n\n\nif __name__", "    raise SystemExit('at the end')\n\n\nif __name__"))),
+    "hang with children": answer(("seed.py", evolved(
+        "    subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n    time.sleep(600)"))),
+    "endless output": answer(("seed.py", evolved("    for _ in range(20_000):\n        print('x' * 1023)"))),
+    "memory hog": answer(("seed.py", evolved("    bytearray(16 << 30)"))),
+    "a seed that does nothing": answer(("seed.py", "if __name__ == '__main__':\n    pass\n")),
+    "deletes a module it imports": answer(("seed.py", "import helper\n" + evolved(
+        "    pathlib.Path('helper.py').unlink()")), ("helper.py", "VALUE = 1\n")),
+    "a failing test": answer(("tests/test_fails.py", "def test_fails():\n    assert 1 == 2\n")),
+    # the API and the network
+    "429 per minute": lambda fake, rng: fake.reply(api.per_minute("0.2s")).reply(good_answer(rng)),
+    "429 per day": lambda fake, rng: fake.reply(api.per_day()),
+    "429 bare": lambda fake, rng: fake.reply(api.error(429, "RESOURCE_EXHAUSTED", "Resource has been exhausted.")),
+    "429 limit 0": lambda fake, rng: fake.reply(api.error(429, "RESOURCE_EXHAUSTED", "limit: 0, model: x")),
+    "5xx burst": lambda fake, rng: [fake.reply(api.error(c, "UNAVAILABLE", "busy")) for c in (503, 500, 504)],
+    "connection refused": "refused",
+    "accepts, never answers": lambda fake, rng: fake.reply(good_answer(rng), delay=TIMEOUT + 5),
+    "cut mid-body": lambda fake, rng: fake.reply(good_answer(rng), cut=True).reply(good_answer(rng)),
+    # the supervisor's own world
+    "kill -9, then restart": "kill",
+    "Ctrl+C at a random moment": "interrupt",
+    "a second instance": "second",
+    "a file size limit": "file size",
+}
+
+
+def good_answer(rng):
+    n = rng.randrange(10**6)
+    return api.answer([(f"mod_{n}.py", f"def value():\n    return {n}\n"),
+                       (f"tests/test_mod_{n}.py", f"from mod_{n} import value\n\n\ndef test_value():\n"
+                                                  f"    assert value() == {n}\n")])
+
+
+# --- running one step ---------------------------------------------------------------------------------------
+def supervise(root, env, *args, limit_file_size=False):
+    prefix = ["-c", "import resource, runpy, signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
+              "resource.setrlimit(resource.RLIMIT_FSIZE, (30_000, 30_000)); sys.argv = sys.argv[1:]; "
+              "runpy.run_path('fallback.py', run_name='__main__')"] if limit_file_size else []
+    return subprocess.Popen([sys.executable, *prefix, "fallback.py", "--delay", "0", "--timeout", str(TIMEOUT),
+                             *args], cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(process, seconds=90):
+    """Wait for a supervisor; True if it ended in time (else it is killed and the step counts as stuck)."""
+    try:
+        process.communicate(timeout=seconds)
+        return True
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate()
+        return False
+
+
+def run_step(kind, fake, root, env, rng):
+    """Run one step; True if every supervisor it started ended in time."""
+    if kind == "refused":
+        return finish(supervise(root, dict(env, GEMINI_API_BASE="http://127.0.0.1:9"), "--iterations", "1"))
+    if kind == "file size":
+        fake.reply(good_answer(rng))
+        return finish(supervise(root, env, "--iterations", "1", limit_file_size=True))
+    if kind in ("kill", "interrupt", "second"):
+        fake.reply(good_answer(rng), delay=rng.uniform(0, 1.5))
+        first = supervise(root, env, "--iterations", "1")
+        time.sleep(rng.uniform(0.05, 2.0))
+        if kind == "second":
+            ok = finish(supervise(root, env, "--iterations", "1"), 20)
+            first.send_signal(signal.SIGINT)
+        else:
+            first.send_signal(signal.SIGKILL if kind == "kill" else signal.SIGINT)
+            ok = True
+        ok = finish(first, 20) and ok
+        if kind == "kill":  # the restart, which must put things right
+            fake.reply(good_answer(rng))
+            ok = finish(supervise(root, env, "--iterations", "1")) and ok
+        return ok
+    return finish(supervise(root, env, "--iterations", "1"))
+
+
+# --- the invariants -----------------------------------------------------------------------------------------
+def code_files(root):
+    found = {}
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in NOT_CODE]
+        for name in files:
+            path = Path(folder) / name
+            if not path.is_symlink() and path.relative_to(root).as_posix() not in NOT_CODE_FILES:
+                found[path.relative_to(root).as_posix()] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return found
+
+
+def broken_code(root):
+    """The first .py that does not compile, or the import error of a top-level module; '' when all is well."""
+    check = ("import importlib, pathlib, sys\nfor p in sys.argv[1:]:\n    compile(pathlib.Path(p).read_bytes(), p, 'exec')\n"
+             "for p in sys.argv[1:]:\n    if '/' not in p and p[:-3].isidentifier() and p != 'fallback.py':\n"
+             "        importlib.import_module(p[:-3])\n")
+    files = [rel for rel in code_files(root) if rel.endswith(".py")]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GEMINI_")}
+    done = subprocess.run([sys.executable, "-c", check, *files], cwd=root, capture_output=True, text=True,
+                          timeout=120, env=env)
+    return "" if done.returncode == 0 else (done.stderr.strip().splitlines() or ["?"])[-1]
+
+
+def left_running(root):
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and os.readlink(entry / "cwd").startswith(str(root)):
+                pids.append(int(entry.name))
+        except OSError:
+            pass
+    return pids
+
+
+def check(root, outside, before):
+    """The broken invariants, by name, after a step."""
+    broken = []
+    if broken_code(root):
+        broken.append("broken")
+    if any((root / p).read_bytes() != before["protected"][p] for p in PROTECTED):
+        broken.append("lost")
+    log = (root / "iteration_log.md").read_bytes()
+    if not log.startswith(before["log"]):
+        broken.append("lost")
+    tasks = (root / "pending_tasks.md").read_text()
+    if any(t not in tasks and t.replace("[ ]", "[x]") not in tasks for t in PERSON_TASKS):
+        broken.append("lost")
+    kept = set(code_files(root).items())
+    index = json.loads((root / "backups" / "index.json").read_text()) if (root / "backups" / "index.json").exists() else {}
+    for entry in index.get("snapshots", []):
+        kept |= set(entry["files"].items())
+    if not set(before["code"].items()) <= kept:
+        broken.append("lost")
+    if sorted(p.name for p in outside.parent.iterdir()) != ["outside", "workspace"] or any(outside.iterdir()) \
+            or Path("/tmp/soak-absolute.py").exists():
+        broken.append("escaped")
+    for path in root.rglob("*"):
+        if path.is_file() and path.name != ".env" and not path.is_symlink() and KEY.encode() in path.read_bytes():
+            broken.append("leaked")
+            break
+    if left_running(root):
+        broken.append("left running")
+        for pid in left_running(root):
+            os.kill(pid, signal.SIGKILL)
+    return broken
+
+
+# --- the soak -----------------------------------------------------------------------------------------------
+def soak(steps, seed, fault_share=0.6):
+    rng = random.Random(seed)
+    base = Path(tempfile.mkdtemp(prefix=f"seed-soak-{seed}-"))
+    root, outside = base / "workspace", base / "outside"
+    outside.mkdir()
+    for rel in FILES:
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / rel, root / rel)
+    (root / ".env").write_text(f"GEMINI_API_KEY={KEY}\n")
+    (root / "outside_link").symlink_to(outside)
+    with (root / "pending_tasks.md").open("a") as tasks:
+        tasks.write("\n".join(PERSON_TASKS) + "\n")
+    fake = api.FakeGemini()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GEMINI_", "SEED_"))}
+    env.update(GEMINI_API_BASE=fake.url, GEMINI_MODEL=",".join(MODELS), GEMINI_RPM="0", GEMINI_TPM="0", SEED_BACKOFF="0.05")
+    table, totals, since_fault, worst, started = defaultdict(Counter), Counter(), None, 0, time.monotonic()
+    for step in range(1, steps + 1):
+        kind = rng.choice(sorted(FAULTS)) if rng.random() < fault_share else "good answer"
+        before = {"protected": {p: (root / p).read_bytes() for p in PROTECTED}, "code": code_files(root),
+                  "log": (root / "iteration_log.md").read_bytes()}
+        landings = len(re.findall(r"— landed", before["log"].decode()))
+        fake.replies.clear()
+        action = FAULTS.get(kind)
+        if callable(action):
+            action(fake, rng)
+        elif kind == "good answer":
+            fake.reply(good_answer(rng))
+        ok = run_step(action if isinstance(action, str) else "", fake, root, env, rng)
+        broken = check(root, outside, before) + ([] if ok else ["stuck"])
+        landed = len(re.findall(r"— landed", (root / "iteration_log.md").read_text())) > landings
+        if kind != "good answer":
+            totals["faults"] += 1
+            since_fault = since_fault if since_fault is not None else 0
+        elif since_fault is not None:
+            since_fault += 1
+            if landed:
+                worst, since_fault = max(worst, since_fault), None
+            elif since_fault > RECOVERY_BOUND:
+                broken.append("stuck")
+                since_fault = None
+        table[kind]["steps"] += 1
+        for name in broken:
+            table[kind][name] += 1
+            totals[name] += 1
+    fake.close()
+    iterations = len(re.findall(r"^## Iteration ", (root / "iteration_log.md").read_text(), re.M))
+    print(f"{'step':<30}{'runs':>6}{'broken':>8}{'stuck':>7}{'lost':>6}{'escaped':>9}{'leaked':>8}{'left':>6}")
+    for kind in sorted(table, key=lambda k: (k != "good answer", k)):
+        row = table[kind]
+        print(f"{kind:<30}{row['steps']:>6}{row['broken']:>8}{row['stuck']:>7}{row['lost']:>6}"
+              f"{row['escaped']:>9}{row['leaked']:>8}{row['left running']:>6}")
+    print(f"\n{steps} steps ({iterations} iterations) in {(time.monotonic() - started) / 60:.1f} min, seed {seed}; "
+          f"workspace {root}")
+    print(f"{iterations} iterations, {totals['faults']} faults injected, {totals['stuck']} stuck, {totals['lost']} lost, "
+          f"{totals['escaped']} escaped, {totals['leaked']} leaked, {totals['broken']} broken, "
+          f"{totals['left running']} left running, worst recovery {worst} iterations")
+    return sum(totals[k] for k in ("stuck", "lost", "escaped", "leaked", "broken", "left running"))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    sys.exit(1 if soak(args.steps, args.seed) else 0)
+
+
+if __name__ == "__main__":
+    main()
