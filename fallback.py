@@ -37,6 +37,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 ROOT = Path(__file__).resolve().parent  # the workspace: the folder holding this file
 BACKUPS = ROOT / "backups"
 INDEX = BACKUPS / "index.json"          # the snapshots, which are known good, the iteration count
+OBJECTS = BACKUPS / "objects"           # every content a snapshot holds, once, named by its sha256
+KEEP_LAST = int(os.environ.get("BACKUPS_KEEP", 100))  # snapshots kept besides genesis, one a day, known good
+KEEP_GOOD = 10                          # the newest known-good snapshots always kept: the walk-back's steps
 RESTORING = BACKUPS / "restoring.json"  # exists only while a restore is under way
 RUNNING = BACKUPS / "running.json"      # exists only while a child runs: what a killed supervisor left behind
 UNDER_WAY = BACKUPS / "iteration.json"  # exists from the seed's start to the verdict: an iteration to undo
@@ -120,17 +123,20 @@ def write_atomically(path, data):
 
 # --- the codebase -----------------------------------------------------------------------------
 def codebase_files():
-    """The files the seed may change: all but state folders, guarded and steering files."""
-    skip = {p.casefold() for p in GUARDED + STEERING}
-    found = []
-    for folder, dirs, files in os.walk(ROOT):
-        here = Path(folder)
-        dirs[:] = sorted(d for d in dirs if d not in NOT_CODE and not (here / d / "pyvenv.cfg").exists())
-        for name in sorted(files):
-            rel = (here / name).relative_to(ROOT).as_posix()
-            if rel.casefold() not in skip and not (here / name).is_symlink():
-                found.append(rel)
-    return found
+    """{path: stat} of the files the seed may change: all but state folders, guarded and steering files."""
+    skip, cut = {p.casefold() for p in GUARDED + STEERING}, len(str(ROOT)) + 1
+    found, folders = {}, [str(ROOT)]
+    while folders:
+        with os.scandir(folders.pop()) as entries:
+            for entry in entries:
+                if entry.is_symlink():
+                    continue
+                if entry.is_dir():
+                    if entry.name not in NOT_CODE and not os.path.exists(os.path.join(entry.path, "pyvenv.cfg")):
+                        folders.append(entry.path)
+                elif entry.is_file() and entry.path[cut:].replace(os.sep, "/").casefold() not in skip:
+                    found[entry.path[cut:].replace(os.sep, "/")] = entry.stat()
+    return dict(sorted(found.items()))
 
 
 def digest_of(path):
@@ -138,7 +144,24 @@ def digest_of(path):
 
 
 def manifest():
-    return {rel: digest_of(ROOT / rel) for rel in codebase_files()}
+    """{path: sha256} of the codebase. A file is read again only if its size or mtime changed since it
+    was hashed, or if it changed within a second of that (too close for a coarse clock to tell)."""
+    files = {}
+    for rel, stat in codebase_files().items():
+        known = seen.get(rel)
+        if known and known[:2] == (stat.st_size, stat.st_mtime_ns) and stat.st_mtime_ns < known[2] - 10**9:
+            files[rel] = known[3]
+        else:
+            files[rel] = digest_of(ROOT / rel)
+            seen[rel] = (stat.st_size, stat.st_mtime_ns, time.time_ns(), files[rel])
+    return files
+
+
+seen = {}  # path -> (size, mtime, when hashed, sha256): what manifest() need not read again
+
+
+def digest_of_manifest(files):
+    return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
 
 
 def line_changes(old, new):
@@ -149,12 +172,12 @@ def line_changes(old, new):
 
 def changes_since(entry):
     """[(path, "new" | "changed" | "deleted", added, removed)] from a snapshot to the workspace now."""
-    now, then = manifest(), entry["files"]
+    now, then = manifest(), files_of(entry)
     found = []
     for rel in sorted(set(now) | set(then)):
         if now.get(rel) == then.get(rel):
             continue
-        old = (BACKUPS / entry["id"] / rel).read_text("utf-8", "replace") if rel in then else ""
+        old = object_path(then[rel]).read_text("utf-8", "replace") if rel in then else ""
         new = (ROOT / rel).read_text("utf-8", "replace") if rel in now else ""
         kind = "new" if rel not in then else "deleted" if rel not in now else "changed"
         found.append((rel, kind, *line_changes(old, new)))
@@ -162,6 +185,10 @@ def changes_since(entry):
 
 
 # --- snapshots --------------------------------------------------------------------------------
+# A snapshot is a folder backups/NNNN/ of the codebase's files as they were, each a hard link to an
+# immutable object in backups/objects/ (its content, named by its sha256), so unchanged files take no
+# new space; backups/NNNN.json lists its files. Restores copy objects out, never link, so editing the
+# codebase can never change a backup.
 def load_index():
     """The index of backups/; an unreadable one is set aside (snapshot folders stay) and a new one begun."""
     try:
@@ -179,27 +206,57 @@ def save_index(index):
     write_atomically(INDEX, json.dumps(index, indent=1))
 
 
+def object_path(sha):
+    return OBJECTS / sha[:2] / sha[2:]
+
+
+def files_of(entry):
+    """{path: sha256} of a snapshot."""
+    if entry["id"] not in manifests:
+        manifests[entry["id"]] = json.loads((BACKUPS / f"{entry['id']}.json").read_text())
+    return manifests[entry["id"]]
+
+
+manifests = {}  # snapshot id -> its files, once read
+
+
+def store_object(rel):
+    """Keep the file's content as an object (once); its sha256, from the bytes actually stored."""
+    data = (ROOT / rel).read_bytes()
+    sha = hashlib.sha256(data).hexdigest()
+    if not object_path(sha).exists():
+        write_atomically(object_path(sha), data)
+        os.chmod(object_path(sha), 0o444)  # shared by every snapshot that has this content: not to be edited
+    return sha
+
+
 def snapshot(index, kind, iteration):
-    """The index entry of a snapshot of the codebase as it is now; copied only if no snapshot has it."""
+    """The index entry of a snapshot of the codebase as it is now; made only if no snapshot has it."""
     files = manifest()
-    digest = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
     for entry in reversed(index["snapshots"]):
-        if entry["digest"] == digest:
+        if entry["digest"] == digest_of_manifest(files):
             return entry
     taken = [int(e["id"]) for e in index["snapshots"]] + [int(p.name) for p in BACKUPS.iterdir() if p.name.isdigit()]
     sid = f"{max(taken, default=0) + 1:04d}"
     staging = BACKUPS / f".staging-{sid}"
     try:
-        for rel in files:
+        for rel, sha in files.items():
+            if not object_path(sha).exists():
+                files[rel] = store_object(rel)
             (staging / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / rel, staging / rel)
+            try:
+                os.link(object_path(files[rel]), staging / rel)
+            except OSError:  # a file system without hard links: a copy does the same, in more space
+                shutil.copy2(object_path(files[rel]), staging / rel)
         staging.mkdir(parents=True, exist_ok=True)
+        write_atomically(BACKUPS / f"{sid}.json", json.dumps(files))
     except OSError:  # a full disk or a size limit: leave no half snapshot
         shutil.rmtree(staging, ignore_errors=True)
         raise
     os.replace(staging, BACKUPS / sid)  # a snapshot appears whole or not at all
+    manifests[sid] = files
     entry = {"id": sid, "time": utc_now(), "iteration": iteration, "kind": kind, "good": kind == "genesis",
-             "digest": digest, "files": files}
+             "digest": digest_of_manifest(files), "count": len(files)}
     index["snapshots"].append(entry)
     save_index(index)
     return entry
@@ -208,15 +265,36 @@ def snapshot(index, kind, iteration):
 def restore(entry):
     """Make the codebase what the snapshot holds; resumable (RESTORING marks one under way)."""
     write_atomically(RESTORING, json.dumps({"id": entry["id"]}))
-    for rel in codebase_files():
-        if rel not in entry["files"]:
+    wanted, current = files_of(entry), manifest()
+    for rel in current:
+        if rel not in wanted:
             (ROOT / rel).unlink()
             remove_empty_parents(ROOT / rel)
-    for rel, digest in entry["files"].items():
-        target = ROOT / rel
-        if not target.is_file() or digest_of(target) != digest:
-            write_atomically(target, (BACKUPS / entry["id"] / rel).read_bytes())
+    for rel, sha in wanted.items():
+        if current.get(rel) != sha:
+            write_atomically(ROOT / rel, object_path(sha).read_bytes())
     RESTORING.unlink()
+
+
+def prune(index):
+    """Bound backups/: keep genesis, the last KEEP_LAST snapshots, the newest of each day and the newest
+    KEEP_GOOD known-good ones (all the walk-back could want); delete the rest and the objects only they had."""
+    snapshots = index["snapshots"]
+    if len(snapshots) <= KEEP_LAST + 1:
+        return
+    keep = {snapshots[0]["id"]} | {e["id"] for e in snapshots[-KEEP_LAST:]}
+    keep |= {e["id"] for e in [e for e in snapshots if e["good"]][-KEEP_GOOD:]}
+    keep |= {e["id"] for e in {e["time"][:10]: e for e in snapshots}.values()}
+    for entry in [e for e in snapshots if e["id"] not in keep]:
+        shutil.rmtree(BACKUPS / entry["id"], ignore_errors=True)
+        (BACKUPS / f"{entry['id']}.json").unlink(missing_ok=True)
+        manifests.pop(entry["id"], None)
+    index["snapshots"] = [e for e in snapshots if e["id"] in keep]
+    save_index(index)
+    wanted = {sha for entry in index["snapshots"] for sha in files_of(entry).values()}
+    for item in OBJECTS.glob("*/*"):
+        if item.parent.name + item.name not in wanted:
+            item.unlink()
 
 
 def remove_empty_parents(path):
@@ -382,30 +460,26 @@ def whole_number(value):
 
 
 # --- the gate ---------------------------------------------------------------------------------
-CHECK = """import importlib, sys
-files, modules = sys.argv[1:sys.argv.index("--")], sys.argv[sys.argv.index("--") + 1:]
-broken = []
-for path in files:
-    try:
-        compile(open(path, "rb").read(), path, "exec")
-    except (SyntaxError, ValueError, RecursionError) as error:
-        broken.append(f"{path}: {type(error).__name__}: {error}")
-if broken:
-    sys.exit("does not compile: " + "; ".join(broken))
-for name in modules:
-    importlib.import_module(name)
-"""
+IMPORT_CHECK = "import importlib, sys\nfor name in sys.argv[1:]:\n    importlib.import_module(name)\n"
 
 
-def gate():
-    """None when the codebase passes the gate, else (what failed, its output)."""
-    show_phase("checking: every .py compiles and the modules import")
-    files = [rel for rel in codebase_files() if rel.endswith(".py")]
-    modules = [rel[:-3] for rel in files if "/" not in rel and rel[:-3].isidentifier()]
+def gate(changes):
+    """None when the changed codebase passes the gate, else (what failed, its output). Changed .py files
+    are compiled here (compiling runs nothing); the import check and the tests, which run the code, are
+    subprocesses, skipped when no .py file changed."""
+    show_phase("checking: the changed .py files compile")
+    broken = [compile_error(rel) for rel, kind, *_ in changes if rel.endswith(".py") and kind != "deleted"]
+    if any(broken):
+        return ("does not compile", "\n".join(b for b in broken if b))
+    if not any(rel.endswith(".py") for rel, *_ in changes):
+        return None
+    show_phase("checking: the top-level modules import")
+    files = codebase_files()
+    modules = [rel[:-3] for rel in files if rel.endswith(".py") and "/" not in rel and rel[:-3].isidentifier()]
     modules += [rel.split("/")[0] for rel in files if re.fullmatch(r"[A-Za-z_]\w*/__init__\.py", rel)]
-    code, output = run_bounded([sys.executable, "-c", CHECK, *files, "--", *modules], gate_env(), GATE_TIMEOUT)
+    code, output = run_bounded([sys.executable, "-c", IMPORT_CHECK, *modules], gate_env(), GATE_TIMEOUT)
     if code != 0:
-        return ("compile and import check " + ("timed out" if code is None else "failed"), output)
+        return ("import check " + ("timed out" if code is None else "failed"), output)
     tests = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "tests").rglob("test_*.py")
                    if "__pycache__" not in p.parts) if (ROOT / "tests").is_dir() else []
     tests = [t for t in tests if t not in SUPERVISOR_TESTS]
@@ -417,6 +491,18 @@ def gate():
     if code not in (0, 5):  # 5: pytest collected no tests
         return ("tests " + ("timed out" if code is None else "failed"), output)
     return None
+
+
+def compile_error(rel):
+    """Why a .py file does not compile, or ''. Too large a file is not compiled here: it fails."""
+    path = ROOT / rel
+    if path.stat().st_size > 8 << 20:
+        return f"{rel}: larger than 8 MB, too large to be code"
+    try:
+        compile(path.read_bytes(), rel, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
+        return f"{rel}: {type(error).__name__}: {error}"
+    return ""
 
 
 def gate_env():
@@ -595,10 +681,20 @@ def show_status():
               f"{model_state(quota.get(model, {}), now)}")
     index = load_index() if INDEX.exists() else {"snapshots": []}
     good = [e["id"] for e in index["snapshots"] if e["good"]]
-    size = sum(f.stat().st_size for f in BACKUPS.rglob("*") if f.is_file()) if BACKUPS.is_dir() else 0
+    size = disk_use(BACKUPS)
     print(f"backups: {len(index['snapshots'])} snapshot(s), {size / 1e6:.1f} MB; newest known good: "
           f"{good[-1] if good else 'none yet'}")
     return 0
+
+
+def disk_use(folder):
+    """Bytes the files under folder take, each hard-linked file counted once."""
+    sizes = {}
+    for path in folder.rglob("*") if folder.is_dir() else []:
+        if path.is_file() and not path.is_symlink():
+            stat = path.stat()
+            sizes[stat.st_dev, stat.st_ino] = stat.st_size
+    return sum(sizes.values())
 
 
 def list_models():
@@ -704,7 +800,7 @@ def judge(code, result, output):
         return (f"seed.py crashed (exit {code})", output)
     if code == 0 and not result["changes"] and not (result["record"] or {}).get("requests"):
         return ("seed.py exited 0 without asking the model or changing anything (a stall)", output)
-    return gate() if result["changes"] else None
+    return gate(result["changes"]) if result["changes"] else None
 
 
 def roll_back(index, start, seed_ran, number, bad, result):
@@ -720,7 +816,7 @@ def roll_back(index, start, seed_ran, number, bad, result):
 
 def set_aside(index, start, number):
     """On Ctrl+C mid-run: keep what the run wrote, and put the codebase back as the run found it."""
-    if manifest() != start["files"]:
+    if manifest() != files_of(start):
         kept = snapshot(index, "interrupted", number)
         restore(start)
         say(f"the interrupted run's changes are kept in backups/{kept['id']}; the codebase is as it was")
@@ -772,8 +868,9 @@ def supervise(args, index):
             try:
                 log_iteration(index["iteration"], result, time.monotonic() - began)
                 record_usage(result)
+                prune(index)
             except OSError as error:
-                say(f"cannot write the log or the ledger ({error}): free some disk space")
+                say(f"cannot write the log, the ledger or backups/ ({error}): free some disk space")
             report(index["iteration"], result, time.monotonic() - began, totals)
             done += 1
             if result["outcome"].startswith("stopped"):
@@ -848,7 +945,7 @@ def run_demo():
     """A few real iterations against a scripted model on loopback, in a throwaway copy: no key, no network."""
     script = json.loads(DEMO.read_text())
     copy = Path(tempfile.mkdtemp(prefix="seed-demo-")) / "workspace"
-    for rel in codebase_files() + [g for g in GUARDED if g != ".env" and g not in SUPERVISOR_TESTS]:
+    for rel in list(codebase_files()) + [g for g in GUARDED if g != ".env" and g not in SUPERVISOR_TESTS]:
         if (ROOT / rel).is_file():
             (copy / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / rel, copy / rel)
@@ -999,10 +1096,10 @@ def recover(index):
 
 
 def list_backups(index):
-    now = hashlib.sha256(json.dumps(manifest(), sort_keys=True).encode()).hexdigest()
+    now = digest_of_manifest(manifest())
     print("id    taken (UTC)              iteration  kind         files  known good")
     for e in index["snapshots"]:
-        print(f"{e['id']}  {e['time']:<23}  {e['iteration']:>9}  {e['kind']:<11}  {len(e['files']):>5}  "
+        print(f"{e['id']}  {e['time']:<23}  {e['iteration']:>9}  {e['kind']:<11}  {e['count']:>5}  "
               f"{'yes' if e['good'] else 'no ':<3}{'  <- the codebase now' if e['digest'] == now else ''}")
     if not index["snapshots"]:
         print("no snapshots yet: the first iteration takes one (genesis)")

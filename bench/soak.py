@@ -209,7 +209,7 @@ def check(root, outside, before):
     kept = set(code_files(root).items())
     index = json.loads((root / "backups" / "index.json").read_text()) if (root / "backups" / "index.json").exists() else {}
     for entry in index.get("snapshots", []):
-        kept |= set(entry["files"].items())
+        kept |= set(json.loads((root / "backups" / f"{entry['id']}.json").read_text()).items())
     if not set(before["code"].items()) <= kept:
         broken.append("lost")
     if sorted(p.name for p in outside.parent.iterdir()) != ["outside", "workspace"] or any(outside.iterdir()) \
