@@ -13,6 +13,7 @@ in iteration_log.md. Needs Linux or macOS, the standard library and python-doten
 """
 import argparse
 import fcntl
+import gzip
 import hashlib
 import importlib.util
 import json
@@ -39,7 +40,7 @@ BACKUPS = ROOT / "backups"
 INDEX = BACKUPS / "index.json"          # the snapshots, which are known good, the iteration count
 OBJECTS = BACKUPS / "objects"           # every content a snapshot holds, once, named by its sha256
 KEEP_LAST = int(os.environ.get("BACKUPS_KEEP", 100))  # snapshots kept besides genesis, one a day, known good
-KEEP_GOOD = 10                          # the newest known-good snapshots always kept: the walk-back's steps
+KEEP_GOOD = max(3, KEEP_LAST // 10)     # the newest known-good snapshots always kept: the walk-back's steps
 RESTORING = BACKUPS / "restoring.json"  # exists only while a restore is under way
 RUNNING = BACKUPS / "running.json"      # exists only while a child runs: what a killed supervisor left behind
 UNDER_WAY = BACKUPS / "iteration.json"  # exists from the seed's start to the verdict: an iteration to undo
@@ -185,10 +186,10 @@ def changes_since(entry):
 
 
 # --- snapshots --------------------------------------------------------------------------------
-# A snapshot is a folder backups/NNNN/ of the codebase's files as they were, each a hard link to an
-# immutable object in backups/objects/ (its content, named by its sha256), so unchanged files take no
-# new space; backups/NNNN.json lists its files. Restores copy objects out, never link, so editing the
-# codebase can never change a backup.
+# A snapshot is a list of the codebase's files and their sha256 (backups/NNNN.json.gz); each content is
+# kept once, as an immutable object in backups/objects/ named by its sha256, so a snapshot costs only
+# the files that changed. Restores copy objects out, so editing the codebase never changes a backup.
+# `--materialise ID` writes a snapshot's files to backups/NNNN/ for a person to look at.
 def load_index():
     """The index of backups/; an unreadable one is set aside (snapshot folders stay) and a new one begun."""
     try:
@@ -213,7 +214,7 @@ def object_path(sha):
 def files_of(entry):
     """{path: sha256} of a snapshot."""
     if entry["id"] not in manifests:
-        manifests[entry["id"]] = json.loads((BACKUPS / f"{entry['id']}.json").read_text())
+        manifests[entry["id"]] = json.loads(gzip.decompress((BACKUPS / f"{entry['id']}.json.gz").read_bytes()))
     return manifests[entry["id"]]
 
 
@@ -233,27 +234,17 @@ def store_object(rel):
 def snapshot(index, kind, iteration):
     """The index entry of a snapshot of the codebase as it is now; made only if no snapshot has it."""
     files = manifest()
+    digest = digest_of_manifest(files)
     for entry in reversed(index["snapshots"]):
-        if entry["digest"] == digest_of_manifest(files):
+        if entry["digest"] == digest:
             return entry
-    taken = [int(e["id"]) for e in index["snapshots"]] + [int(p.name) for p in BACKUPS.iterdir() if p.name.isdigit()]
+    taken = [int(e["id"]) for e in index["snapshots"]] + [int(p.name[:4]) for p in BACKUPS.glob("[0-9][0-9][0-9][0-9]*")]
     sid = f"{max(taken, default=0) + 1:04d}"
-    staging = BACKUPS / f".staging-{sid}"
-    try:
-        for rel, sha in files.items():
-            if not object_path(sha).exists():
-                files[rel] = store_object(rel)
-            (staging / rel).parent.mkdir(parents=True, exist_ok=True)
-            try:
-                os.link(object_path(files[rel]), staging / rel)
-            except OSError:  # a file system without hard links: a copy does the same, in more space
-                shutil.copy2(object_path(files[rel]), staging / rel)
-        staging.mkdir(parents=True, exist_ok=True)
-        write_atomically(BACKUPS / f"{sid}.json", json.dumps(files))
-    except OSError:  # a full disk or a size limit: leave no half snapshot
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    os.replace(staging, BACKUPS / sid)  # a snapshot appears whole or not at all
+    for rel, sha in files.items():
+        if not object_path(sha).exists():
+            files[rel] = store_object(rel)  # what is stored is what is listed, even if it changed meanwhile
+    digest = digest_of_manifest(files)
+    write_atomically(BACKUPS / f"{sid}.json.gz", gzip.compress(json.dumps(files).encode(), 1))
     manifests[sid] = files
     entry = {"id": sid, "time": utc_now(), "iteration": iteration, "kind": kind, "good": kind == "genesis",
              "digest": digest_of_manifest(files), "count": len(files)}
@@ -287,7 +278,7 @@ def prune(index):
     keep |= {e["id"] for e in {e["time"][:10]: e for e in snapshots}.values()}
     for entry in [e for e in snapshots if e["id"] not in keep]:
         shutil.rmtree(BACKUPS / entry["id"], ignore_errors=True)
-        (BACKUPS / f"{entry['id']}.json").unlink(missing_ok=True)
+        (BACKUPS / f"{entry['id']}.json.gz").unlink(missing_ok=True)
         manifests.pop(entry["id"], None)
     index["snapshots"] = [e for e in snapshots if e["id"] in keep]
     save_index(index)
@@ -1012,6 +1003,8 @@ def parse_args(argv):
     by_hand.add_argument("--models", action="store_true", help="list the models this key can call (one request "
                                                               "that spends no generation quota) and exit")
     by_hand.add_argument("--list-backups", action="store_true", help="list the snapshots in backups/ and exit")
+    by_hand.add_argument("--materialise", metavar="ID", help="write snapshot ID's files to backups/ID/ to look "
+                                                                "at, and exit")
     by_hand.add_argument("--restore", metavar="ID", help="put the codebase back as snapshot ID was (the current "
                                                           "state is kept as a snapshot first) and exit")
     by_hand.add_argument("--reset", action="store_true", help="go back to the first snapshot (genesis), the "
@@ -1079,8 +1072,6 @@ def recover(index):
     """Finish what a killed supervisor (or a full disk) left: a child still running, a half-made snapshot,
     a restore under way, an iteration cut short (its changes are kept, the codebase put back)."""
     end_orphans()
-    for staging in BACKUPS.glob(".staging-*"):
-        shutil.rmtree(staging, ignore_errors=True)
     entries = {e["id"]: e for e in index["snapshots"]}
     wanted = load_json(RESTORING).get("id")
     if wanted in entries:
@@ -1106,9 +1097,23 @@ def list_backups(index):
     return 0
 
 
+def materialise(entry):
+    """Write a snapshot's files to backups/NNNN/, to look at (copies: editing them changes no backup)."""
+    folder = BACKUPS / entry["id"]
+    for rel, sha in files_of(entry).items():
+        if not (folder / rel).exists():
+            write_atomically(folder / rel, object_path(sha).read_bytes())
+    print(f"snapshot {entry['id']} ({entry['time']}, {entry['count']} files) is in {folder}")
+    return 0
+
+
+def find_snapshot(index, wanted):
+    return next((e for e in index["snapshots"] if e["id"] == wanted.zfill(4)), None)
+
+
 def restore_by_hand(index, wanted):
     """--restore ID and --reset: keep the current state as a snapshot, then restore."""
-    entry = next((e for e in index["snapshots"] if e["id"] == wanted.zfill(4)), None)
+    entry = find_snapshot(index, wanted)
     if entry is None:
         return config_error(f"there is no snapshot {wanted!r}: see  python fallback.py --list-backups")
     kept = snapshot(index, "by hand", index["iteration"])
@@ -1127,6 +1132,10 @@ def main(argv=None):
     if args.list_backups or args.status:  # read-only: fine while a supervisor runs
         load_env()
         return list_backups(load_index()) if args.list_backups else show_status()
+    if args.materialise:
+        entry = find_snapshot(load_index(), args.materialise)
+        return materialise(entry) if entry else config_error(f"there is no snapshot {args.materialise!r}: see  "
+                                                             "python fallback.py --list-backups")
     problem = None if args.restore or args.reset else check_setup(need_key=not args.demo)
     if problem:
         return config_error(problem)

@@ -12,6 +12,7 @@ snapshot; nothing is written outside the workspace; the key is in no file but .e
 It prints a table of faults and one closing line. Exit status 1 if any invariant broke.
 """
 import argparse
+import gzip
 import hashlib
 import json
 import os
@@ -209,7 +210,7 @@ def check(root, outside, before):
     kept = set(code_files(root).items())
     index = json.loads((root / "backups" / "index.json").read_text()) if (root / "backups" / "index.json").exists() else {}
     for entry in index.get("snapshots", []):
-        kept |= set(json.loads((root / "backups" / f"{entry['id']}.json").read_text()).items())
+        kept |= set(json.loads(gzip.decompress((root / "backups" / f"{entry['id']}.json.gz").read_bytes())).items())
     if not set(before["code"].items()) <= kept:
         broken.append("lost")
     if sorted(p.name for p in outside.parent.iterdir()) != ["outside", "workspace"] or any(outside.iterdir()) \

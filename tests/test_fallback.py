@@ -2,6 +2,7 @@
 
 These are slow for the gate, so fallback.py keeps this file out of it.
 """
+import gzip
 import json
 import os
 import re
@@ -36,6 +37,11 @@ def evolved_seed(body):
             "    pathlib.Path('.seed').mkdir(exist_ok=True)\n"
             "    pathlib.Path('.seed/record.json').write_text(json.dumps({'outcome': 'applied', 'requests': 1}))\n\n\n"
             "if __name__ == '__main__':\n    main()\n")
+
+
+def snapshot_files(root, sid):
+    """{path: sha256} of a snapshot, from its manifest."""
+    return json.loads(gzip.decompress((root / "backups" / f"{sid}.json.gz").read_bytes()))
 
 
 def run_fallback(root, env, *args, timeout=120):
@@ -86,7 +92,10 @@ def test_a_change_lands_and_is_logged(workspace, env, gemini):
     assert re.search(r"#1 landed: .*notes\.py \(new\) \+2", done.stdout)
     assert "1 iteration(s): 1 landed; 1 request(s), 1,650 tokens; codebase 1 → 2 files" in done.stdout
     assert "\x1b" not in done.stdout  # redirected: plain lines, no colour or status line
+    shown = run_fallback(workspace, env, "--materialise", "1")
+    assert shown.returncode == 0 and str(workspace / "backups" / "0001") in shown.stdout
     assert (workspace / "backups" / "0001" / "seed.py").read_bytes() == (REPO / "seed.py").read_bytes()
+    assert not (workspace / "backups" / "0001" / "notes.py").exists()  # genesis: as it was before the change
 
 
 def test_a_syntax_error_is_refused_and_fed_back_to_the_next_prompt(workspace, env, gemini):
@@ -106,7 +115,7 @@ def test_broken_code_that_reaches_the_disk_is_rolled_back(workspace, env, gemini
     assert done.returncode == 0, done.stderr
     assert outcomes(workspace) == ["rolled back: does not compile"]
     assert not (workspace / "broken.py").exists()
-    assert (workspace / "backups" / "0002" / "broken.py").exists()  # the failing state is kept
+    assert "broken.py" in snapshot_files(workspace, "0002")  # the failing state is kept
     assert "broken.py" in (workspace / "pending_tasks.md").read_text()
 
 
@@ -546,22 +555,20 @@ def test_a_killed_supervisor_leaves_no_orphan_and_the_next_start_puts_things_rig
     assert outcomes(workspace)[0] == "stopped: the supervisor was killed during this iteration"
     assert not (workspace / "partial.py").exists()
     kept = json.loads((workspace / "backups" / "index.json").read_text())["snapshots"]
-    assert any(e["kind"] == "interrupted" and (workspace / "backups" / e["id"] / "partial.py").exists() for e in kept)
+    assert any(e["kind"] == "interrupted" and "partial.py" in snapshot_files(workspace, e["id"]) for e in kept)
 
 
-def test_an_interrupted_restore_and_a_half_made_snapshot_are_finished_at_the_next_start(workspace, env, gemini):
+def test_an_interrupted_restore_is_finished_at_the_next_start(workspace, env, gemini):
     gemini.reply(api.answer([("a.py", "a = 1\n")]))
     assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
     (workspace / "seed.py").unlink()  # a restore of snapshot 0001 killed half way
     (workspace / "backups" / "restoring.json").write_text('{"id": "0001"}')
-    (workspace / "backups" / ".staging-0009").mkdir()
     gemini.reply(api.answer([("b.py", "b = 1\n")]))
     done = run_fallback(workspace, env, "--iterations", "1")
     assert done.returncode == 0, done.stderr
     assert "finished the restore of snapshot 0001" in done.stdout
     assert (workspace / "seed.py").read_bytes() == (REPO / "seed.py").read_bytes()
     assert not (workspace / "a.py").exists() and (workspace / "b.py").exists()
-    assert not (workspace / "backups" / ".staging-0009").exists()
     assert not (workspace / "backups" / "restoring.json").exists()
 
 
@@ -574,7 +581,7 @@ def test_a_file_size_limit_during_a_snapshot_waits_and_loses_nothing(workspace, 
                           timeout=60)
     assert done.returncode == 0, done.stderr
     assert "waiting: cannot write (File too large)" in done.stdout and gemini.requests == []
-    assert (workspace / "big.py").stat().st_size == 300_000 and not list((workspace / "backups").glob(".staging*"))
+    assert (workspace / "big.py").stat().st_size == 300_000 and not list((workspace / "backups").glob("*.json.gz"))
     gemini.reply(api.answer([("a.py", "a = 1\n")]))
     again = run_fallback(workspace, env, "--iterations", "1")
     assert again.returncode == 0 and outcomes(workspace)[-1] == "landed: 1 file(s) changed"
@@ -645,3 +652,21 @@ def test_a_short_seeded_soak_runs_clean():
     assert done.returncode == 0, done.stdout + done.stderr
     assert re.fullmatch(r"\d+ iterations, \d+ faults injected, 0 stuck, 0 lost, 0 escaped, 0 leaked, 0 broken, "
                         r"0 left running, worst recovery \d+ iterations", closing)
+
+
+def test_snapshots_share_unchanged_files_and_retention_keeps_what_walk_back_needs(workspace, env, gemini):
+    (workspace / "big.py").write_text("x = 1\n" * 10_000)
+    for n in range(6):
+        gemini.reply(api.answer([(f"m{n}.py", f"N = {n}\n")]))
+    env["BACKUPS_KEEP"] = "3"
+    assert run_fallback(workspace, env, "--iterations", "6").returncode == 0
+    backups = workspace / "backups"
+    ids = [e["id"] for e in json.loads((backups / "index.json").read_text())["snapshots"]]
+    assert ids == ["0001", "0004", "0005", "0006"]  # genesis and the last 3 (known good, and today's newest)
+    assert not (backups / "0002.json.gz").exists()
+    objects = {p.parent.name + p.name for p in (backups / "objects").glob("*/*")}
+    listed = {sha for i in ids for sha in snapshot_files(workspace, i).values()}
+    assert objects == listed  # each content once; what only pruned snapshots had is gone
+    assert sum(1 for p in (backups / "objects").glob("*/*") if p.stat().st_size == 60_000) == 1  # big.py, once
+    assert run_fallback(workspace, env, "--reset").returncode == 0
+    assert sorted(p.name for p in workspace.glob("*.py")) == ["big.py", "fallback.py", "seed.py"]
