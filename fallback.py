@@ -135,9 +135,11 @@ def codebase_files():
                 if entry.is_dir():
                     if entry.name not in NOT_CODE and not os.path.exists(os.path.join(entry.path, "pyvenv.cfg")):
                         folders.append(entry.path)
-                elif entry.is_file() and entry.path[cut:].replace(os.sep, "/").casefold() not in skip:
-                    found[entry.path[cut:].replace(os.sep, "/")] = entry.stat()
-    return dict(sorted(found.items()))
+                elif entry.is_file():
+                    rel = entry.path[cut:]  # POSIX only, so the separator is already "/"
+                    if rel.casefold() not in skip:
+                        found[rel] = entry.stat()
+    return found
 
 
 def digest_of(path):
@@ -219,6 +221,7 @@ def files_of(entry):
 
 
 manifests = {}  # snapshot id -> its files, once read
+stored = set()  # the sha256 of objects known to be in backups/objects/
 
 
 def store_object(rel):
@@ -241,8 +244,9 @@ def snapshot(index, kind, iteration):
     taken = [int(e["id"]) for e in index["snapshots"]] + [int(p.name[:4]) for p in BACKUPS.glob("[0-9][0-9][0-9][0-9]*")]
     sid = f"{max(taken, default=0) + 1:04d}"
     for rel, sha in files.items():
-        if not object_path(sha).exists():
+        if sha not in stored and not os.path.exists(object_path(sha)):
             files[rel] = store_object(rel)  # what is stored is what is listed, even if it changed meanwhile
+        stored.add(files[rel])
     digest = digest_of_manifest(files)
     write_atomically(BACKUPS / f"{sid}.json.gz", gzip.compress(json.dumps(files).encode(), 1))
     manifests[sid] = files
@@ -286,6 +290,7 @@ def prune(index):
     for item in OBJECTS.glob("*/*"):
         if item.parent.name + item.name not in wanted:
             item.unlink()
+            stored.discard(item.parent.name + item.name)
 
 
 def remove_empty_parents(path):
