@@ -401,14 +401,14 @@ def parse_answer(text):
 
 def salvage(text):
     """The tasks and the whole files at the start of a cut-off answer, or None if there are none."""
-    decoder, files, answer = json.JSONDecoder(), [], {"tasks": [], "files": []}
+    decoder, answer = json.JSONDecoder(), {"tasks": [], "files": []}
     for name in ("tasks", "files"):
         match = re.search(rf'"{name}"\s*:\s*\[', text)
         if not match:
             continue
         position = match.end()
         while True:
-            position = len(text) - len(text[position:].lstrip(" \n\r\t,"))
+            position = re.compile(r"[\s,]*").match(text, position).end()
             try:
                 item, position = decoder.raw_decode(text, position)
             except ValueError:
