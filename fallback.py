@@ -782,7 +782,8 @@ def note_dry_spell(index, result, dry, bad):
             restore(target)
             result["dry"] += f"; went back to snapshot {target['id']} (this state is kept as {here['id']})"
             dry = 0
-        add_failure_task(f"Stalled: {result['dry']}. Change approach: smaller, surer steps.", "", "")
+        add_failure_task(f"Stalled: {result['dry']}. Change approach: smaller, surer steps.", "",
+                         index["snapshots"][-1]["id"])
     return dry
 
 
