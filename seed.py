@@ -440,10 +440,10 @@ def refusal(path, content):
     return None
 
 
-def write_atomically(path, text):
+def write_atomically(path, data):
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_bytes(text.encode("utf-8", errors="replace"))
+    temporary.write_bytes(data if isinstance(data, bytes) else data.encode("utf-8", errors="replace"))
     os.replace(temporary, path)
 
 
@@ -490,11 +490,13 @@ def put_back(before, writes):
         if before[path] is None:
             path.unlink()
         else:
-            write_atomically(path, before[path].decode("utf-8", errors="replace"))
+            write_atomically(path, before[path])  # the bytes as they were
 
 
 def add_task(text):
     current = read_text("pending_tasks.md").rstrip("\n")
+    if f"- [ ] {text}" in current.splitlines():
+        return  # already open
     write_atomically(ROOT / "pending_tasks.md", (current + "\n" if current else "") + f"- [ ] {text}\n")
 
 

@@ -1,6 +1,6 @@
 """Soak: hundreds of randomized iterations full of faults, with the invariants checked after each one.
 
-    python bench/soak.py                          # 300 steps, seed 1 (about 10 minutes on 2 cores)
+    python bench/soak.py                          # 300 steps, seed 1 (about 12 minutes on 2 cores)
     python bench/soak.py --steps 40 --seed 7      # a quick one (CI runs one like it)
 
 Each step runs `fallback.py` on a copy of the workspace against a fake Gemini, with either a good answer

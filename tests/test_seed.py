@@ -79,13 +79,19 @@ def test_thousands_of_files_in_one_answer_and_an_empty_one(workspace, env, gemin
 
 def test_a_compile_error_puts_every_written_file_back(workspace, env, gemini):
     (workspace / "util.py").write_text("VALUE = 1\n")
-    gemini.reply(api.answer([("util.py", "VALUE = 2\n"), ("new.py", "x = 1\n"), ("broken.py", "def f(:\n")]))
+    (workspace / "data.bin.py").write_bytes(b"X = 1  # \xff\xfe not UTF-8\n")  # put back byte for byte
+    gemini.reply(api.answer([("util.py", "VALUE = 2\n"), ("data.bin.py", "X = 2\n"), ("new.py", "x = 1\n"),
+                             ("broken.py", "def f(:\n")]))
+    gemini.reply(api.answer([("broken.py", "def f(:\n")]))
     done = run_seed(workspace, env)
     assert done.returncode == 0, done.stderr
     assert (workspace / "util.py").read_text() == "VALUE = 1\n"
+    assert (workspace / "data.bin.py").read_bytes() == b"X = 1  # \xff\xfe not UTF-8\n"
     assert not (workspace / "new.py").exists() and not (workspace / "broken.py").exists()
     assert "broken.py line 1" in record_of(workspace)["reason"]
     assert "- [ ] The last answer did not compile" in (workspace / "pending_tasks.md").read_text()
+    assert run_seed(workspace, env).returncode == 0  # the same error again: still one task
+    assert (workspace / "pending_tasks.md").read_text().count("- [ ] The last answer did not compile") == 1
 
 
 @pytest.mark.parametrize("reply, reason", [
