@@ -72,6 +72,14 @@ def processes_in(root):
     return found
 
 
+def command_of(pid):
+    """A process's command line, or '' if it has just ended."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_text()
+    except OSError:
+        return ""
+
+
 def wait_for(condition, seconds=20):
     deadline = time.monotonic() + seconds
     while not condition():
@@ -591,7 +599,7 @@ def test_a_file_size_limit_during_a_snapshot_waits_and_loses_nothing(workspace, 
 def test_ctrl_c_in_the_gate_or_in_a_wait_stops_cleanly(workspace, env, gemini, phase):
     if phase == "gate":
         gemini.reply(api.answer([("tests/test_slow.py", "import time\n\n\ndef test_slow():\n    time.sleep(60)\n")]))
-        ready = lambda: any("pytest" in Path(f"/proc/{pid}/cmdline").read_text() for pid in processes_in(workspace))
+        ready = lambda: any("pytest" in command_of(pid) for pid in processes_in(workspace))
     else:
         gemini.reply(api.per_day())
         ready = lambda: "waiting until" in (workspace / "iteration_log.md").read_text()
