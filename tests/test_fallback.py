@@ -580,6 +580,21 @@ def test_an_interrupted_restore_is_finished_at_the_next_start(workspace, env, ge
     assert not (workspace / "backups" / "restoring.json").exists()
 
 
+def test_a_snapshot_cut_short_by_kill_9_leaves_nothing_that_gets_in_the_way(workspace, env, gemini):
+    gemini.reply(api.answer([("a.py", "a = 1\n")]))
+    assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
+    backups = workspace / "backups"
+    (backups / "0002.json.gz").write_bytes(gzip.compress(b'{"a.py": "0000"}'))  # written, never indexed
+    (backups / "objects" / "ff").mkdir()
+    (backups / "objects" / "ff" / ".half.tmp").write_bytes(b"half an object")
+    gemini.reply(api.answer([("b.py", "b = 1\n")]))
+    done = run_fallback(workspace, env, "--iterations", "1")
+    assert done.returncode == 0, done.stderr
+    ids = [e["id"] for e in json.loads((backups / "index.json").read_text())["snapshots"]]
+    assert ids == ["0001", "0003"]  # the orphan's number is not reused
+    assert outcomes(workspace)[-1] == "landed: 1 file(s) changed" and (workspace / "b.py").exists()
+
+
 def test_a_file_size_limit_during_a_snapshot_waits_and_loses_nothing(workspace, env, gemini):
     (workspace / "big.py").write_text("x = 1\n" * 50_000)  # 300 KB: more than the limit below
     limited = ("import resource, signal, sys, runpy; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "

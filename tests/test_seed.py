@@ -100,6 +100,7 @@ def test_a_compile_error_puts_every_written_file_back(workspace, env, gemini):
     (api.blocked(), "blocked"),
     (api.text_answer("Sure! Here is the code you asked for."), "not the JSON"),
     (api.answer([("seed.py", "import os\n# ... existing code ...\n")]), "lazy"),
+    (api.answer([("seed.py", "")]), "lazy"),  # an emptied seed.py
     (api.answer([("a.py", "def main():\n    pass\n\n# rest of the file remains unchanged\n")]), "lazy"),
 ])
 def test_an_unusable_answer_changes_nothing(workspace, env, gemini, reply, reason):
