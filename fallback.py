@@ -6,7 +6,7 @@
 
 Each iteration: snapshot the codebase into backups/ (when it changed), run `python seed.py` in its own
 process group with a time limit, put back any protected file the run touched, then gate the result:
-the seed's exit status, every .py compiles, the top-level modules import, pytest passes over tests/.
+the seed's exit status, the changed .py files compile, the top-level modules import, pytest passes.
 A change that passes lands. One that fails is kept in backups/, the codebase goes back to the newest
 known-good snapshot, and the failure becomes a task in pending_tasks.md. Every iteration is summarised
 in iteration_log.md. Needs Linux or macOS, the standard library and python-dotenv.
@@ -57,7 +57,7 @@ GUARDED = ["fallback.py", "iteration_log.md", ".env", ".env.example", "README.md
 STEERING = ["goal.md", "pending_tasks.md"]  # the user's to edit at any time: never snapshotted or restored
 NOT_CODE = {".git", "backups", ".seed", "bench", "demo", "__pycache__", ".pytest_cache", "node_modules", ".venv", "venv"}
 SUPERVISOR_TESTS = {"tests/test_fallback.py"}  # slow end-to-end tests of this file: kept out of the gate
-GATE_TIMEOUT = 300      # seconds for each gate step (compile and import, then pytest)
+GATE_TIMEOUT = 300      # seconds for each of the gate's subprocesses (the import check, then pytest)
 LIMITS = {              # on the seed and the gate's children; a run that hits one fails like a crash
     "RLIMIT_AS": int(os.environ.get("SEED_MEMORY_MB", 4096)) << 20,    # memory (address space)
     "RLIMIT_CPU": int(os.environ.get("SEED_CPU_SECONDS", 600)),         # CPU seconds
@@ -65,7 +65,7 @@ LIMITS = {              # on the seed and the gate's children; a run that hits o
     "RLIMIT_NOFILE": int(os.environ.get("SEED_OPEN_FILES", 1024)),      # open files
 }
 MAX_FAILURE_TASKS = 10  # open failure tasks kept in pending_tasks.md; a person's tasks are never dropped
-DRY_SPELL = 10          # iterations that asked the model and landed nothing before it is called a stall
+DRY_SPELL = 10          # iterations in a row that land nothing (waits aside) before it is called a stall
 OUTPUT_TAIL = 64_000    # bytes of a child's output kept; the rest is read and dropped
 TASK_LINES = 12         # lines of output copied into a failure task
 DEFAULT_WAIT = 300      # seconds to wait after exit 75 when the seed did not say until when
@@ -520,16 +520,18 @@ def add_failure_task(headline, output, where):
     place = "".join(places[-1]).replace(str(ROOT), "") if places else ""
     mark = hashlib.sha256(f"{kind}|{place}|{errors[-1] if errors else ''}".encode()).hexdigest()[:8]
     lines = TASKS.read_text("utf-8", "replace").splitlines() if TASKS.exists() else ["# Pending tasks", ""]
-    found = next((n for n, line in enumerate(lines) if f"[failure {mark}:" in line and "- [ ]" in line), None)
+    bracket = re.compile(rf"\[failure {mark}: (\d+) times? since ([^,\]]+), (first after snapshot \w*)\]")
+    found = next(((n, m) for n, line in enumerate(lines) if line.startswith("- [ ] ") and (m := bracket.search(line))),
+                 None)  # a bracket a person edited no longer matches: the failure then gets a new task
     if found is None:
         detail = [f"      {line[:300]}" for line in tail if line.strip()]
         lines += [f"- [ ] {redact(headline)} [failure {mark}: 1 time since {utc_now()}, first after "
                   f"snapshot {where}]"] + detail
     else:
-        seen = int(re.search(rf"\[failure {mark}: (\d+) time", lines[found]).group(1)) + 1
-        since = re.search(r"time(?:s)? since ([^,]+), (first after snapshot \w+)\]", lines[found])
-        lines[found] = (f"- [ ] {redact(headline)} [failure {mark}: {seen} times since {since.group(1)}, "
-                        f"{since.group(2)}] This keeps happening: fix it before anything else.")
+        n, match = found
+        count = int(match.group(1)) + 1
+        lines[n] = (f"- [ ] {redact(headline)} [failure {mark}: {count} times since {match.group(2)}, "
+                    f"{match.group(3)}] This keeps happening: fix it before anything else.")
     write_atomically(TASKS, "\n".join(drop_oldest_failures(lines)) + "\n")
 
 
@@ -649,14 +651,8 @@ def model_state(entry, now):
 
 def show_status():
     """What a person wants to know at a glance; makes no model request."""
-    lock = LOCK.open("a+") if BACKUPS.is_dir() else None
-    try:
-        if lock:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        print("supervisor: not running")
-    except BlockingIOError:
-        lock.seek(0)
-        print(f"supervisor: running (pid {lock.read().strip() or 'unknown'})")
+    lock, holder = take_lock()
+    print("supervisor: not running" if lock else f"supervisor: running (pid {holder})")
     log = LOG.read_text("utf-8", "replace") if LOG.exists() else ""
     headings = re.findall(r"^## (Iteration \d+ — .*)$", log, re.M)
     print(f"iterations: {len(headings)} logged" + ("; the last ones:" if headings else ""))
@@ -1155,12 +1151,11 @@ def main(argv=None):
               f"(Ctrl+C in its terminal, or  kill {holder})", file=sys.stderr)
         return 1
     index = load_index()
+    recover(index)  # before anything else: a killed supervisor may have left a restore half done
     if args.restore or args.reset:
-        recover(index)
         if not index["snapshots"]:
             return config_error("there are no snapshots yet: nothing to restore")
         return restore_by_hand(index, args.restore or index["snapshots"][0]["id"])
-    recover(index)  # before anything else: a killed supervisor may have left a restore half done
     if not (ROOT / "seed.py").is_file():
         return config_error(f"there is no seed.py in {ROOT}: restore it with  python fallback.py --reset  "
                             "or  git checkout seed.py")

@@ -514,6 +514,18 @@ def test_the_same_failure_again_counts_up_in_one_task(workspace, env, gemini):
                      r"happening: fix it before anything else\.", tasks)
 
 
+def test_a_failure_task_a_person_edited_does_not_trip_the_supervisor(workspace, env, gemini):
+    gemini.reply(api.answer([("seed.py", CRASHES_AT_START)]))
+    assert run_fallback(workspace, env, "--iterations", "2").returncode == 0
+    tasks = workspace / "pending_tasks.md"
+    tasks.write_text(tasks.read_text().replace(": 1 time since", ": once, since"))  # the count, edited by hand
+    gemini.reply(api.answer([("seed.py", CRASHES_AT_START)]))
+    done = run_fallback(workspace, env, "--iterations", "2")
+    assert done.returncode == 0, done.stderr
+    assert outcomes(workspace)[-1] == "rolled back: seed.py crashed (exit 1)"
+    assert len(re.findall(r"^- \[ \] Iteration \d+ was rolled back", tasks.read_text(), re.M)) == 2
+
+
 def test_failure_tasks_are_bounded_and_a_persons_tasks_are_kept(workspace, env, gemini):
     old = "".join(f"- [ ] old failure {n} [failure {n:08d}: 1 time since then, first after snapshot 0001]\n"
                   f"      detail {n}\n" for n in range(12))
