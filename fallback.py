@@ -124,22 +124,16 @@ def write_atomically(path, data):
 
 # --- the codebase -----------------------------------------------------------------------------
 def codebase_files():
-    """{path: stat} of the files the seed may change: all but state folders, guarded and steering files."""
-    skip, cut = {p.casefold() for p in GUARDED + STEERING}, len(str(ROOT)) + 1
-    found, folders = {}, [str(ROOT)]
+    """(path, DirEntry) of each file the seed may change: all but state folders, guarded and steering files."""
+    skip, cut, folders = {p.casefold() for p in GUARDED + STEERING}, len(str(ROOT)) + 1, [str(ROOT)]
     while folders:
         with os.scandir(folders.pop()) as entries:
             for entry in entries:
-                if entry.is_symlink():
-                    continue
-                if entry.is_dir():
-                    if entry.name not in NOT_CODE and not os.path.exists(os.path.join(entry.path, "pyvenv.cfg")):
+                if entry.is_dir(follow_symlinks=False):  # a symlink is neither a folder nor a file here
+                    if entry.name not in NOT_CODE and not os.path.exists(entry.path + "/pyvenv.cfg"):
                         folders.append(entry.path)
-                elif entry.is_file():
-                    rel = entry.path[cut:]  # POSIX only, so the separator is already "/"
-                    if rel.casefold() not in skip:
-                        found[rel] = entry.stat()
-    return found
+                elif entry.is_file(follow_symlinks=False) and entry.path[cut:].casefold() not in skip:
+                    yield entry.path[cut:], entry  # POSIX only, so the separator is already "/"
 
 
 def digest_of(path):
@@ -148,23 +142,22 @@ def digest_of(path):
 
 def manifest():
     """{path: sha256} of the codebase. A file is read again only if its size or mtime changed since it
-    was hashed, or if it changed within a second of that (too close for a coarse clock to tell)."""
-    files = {}
-    for rel, stat in codebase_files().items():
+    was hashed; one changed within a second of being hashed is not trusted by its stat at all (too close
+    for a coarse clock to tell two writes apart)."""
+    files, began = {}, time.time_ns()
+    for rel, entry in codebase_files():
+        stat = entry.stat()
         known = seen.get(rel)
-        if known and known[:2] == (stat.st_size, stat.st_mtime_ns) and stat.st_mtime_ns < known[2] - 10**9:
-            files[rel] = known[3]
+        if known and known[0] == stat.st_size and known[1] == stat.st_mtime_ns:
+            files[rel] = known[2]
         else:
             files[rel] = digest_of(ROOT / rel)
-            seen[rel] = (stat.st_size, stat.st_mtime_ns, time.time_ns(), files[rel])
+            if stat.st_mtime_ns < began - 10**9:
+                seen[rel] = (stat.st_size, stat.st_mtime_ns, files[rel])
     return files
 
 
-seen = {}  # path -> (size, mtime, when hashed, sha256): what manifest() need not read again
-
-
-def digest_of_manifest(files):
-    return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
+seen = {}  # path -> (size, mtime, sha256): what manifest() need not read again
 
 
 def line_changes(old, new):
@@ -177,9 +170,7 @@ def changes_since(entry):
     """[(path, "new" | "changed" | "deleted", added, removed)] from a snapshot to the workspace now."""
     now, then = manifest(), files_of(entry)
     found = []
-    for rel in sorted(set(now) | set(then)):
-        if now.get(rel) == then.get(rel):
-            continue
+    for rel in sorted({rel for rel, _ in now.items() ^ then.items()}):
         old = object_path(then[rel]).read_text("utf-8", "replace") if rel in then else ""
         new = (ROOT / rel).read_text("utf-8", "replace") if rel in now else ""
         kind = "new" if rel not in then else "deleted" if rel not in now else "changed"
@@ -188,9 +179,10 @@ def changes_since(entry):
 
 
 # --- snapshots --------------------------------------------------------------------------------
-# A snapshot is a list of the codebase's files and their sha256 (backups/NNNN.json.gz); each content is
-# kept once, as an immutable object in backups/objects/ named by its sha256, so a snapshot costs only
-# the files that changed. Restores copy objects out, so editing the codebase never changes a backup.
+# A snapshot is backups/NNNN.json: {folder: sha256 of its listing}, where a folder's listing is
+# {file name: sha256 of its content}. Listings and contents are immutable objects in backups/objects/
+# named by their sha256, each kept once, so a snapshot stores only the files and listings that changed.
+# Restores copy objects out, so editing the codebase never changes a backup.
 # `--materialise ID` writes a snapshot's files to backups/NNNN/ for a person to look at.
 def load_index():
     """The index of backups/; an unreadable one is set aside (snapshot folders stay) and a new one begun."""
@@ -213,45 +205,71 @@ def object_path(sha):
     return OBJECTS / sha[:2] / sha[2:]
 
 
-def files_of(entry):
-    """{path: sha256} of a snapshot."""
-    if entry["id"] not in manifests:
-        manifests[entry["id"]] = json.loads(gzip.decompress((BACKUPS / f"{entry['id']}.json.gz").read_bytes()))
-    return manifests[entry["id"]]
+def read_object(sha):
+    return json.loads(object_path(sha).read_bytes())
 
 
-manifests = {}  # snapshot id -> its files, once read
+def store_object(data):
+    """Keep these bytes as an object (once); their sha256."""
+    sha = hashlib.sha256(data).hexdigest()
+    if sha not in stored and not object_path(sha).exists():
+        write_atomically(object_path(sha), data)
+        os.chmod(object_path(sha), 0o444)  # shared by every snapshot that has this content: not to be edited
+    stored.add(sha)
+    return sha
+
+
 stored = set()  # the sha256 of objects known to be in backups/objects/
 
 
-def store_object(rel):
-    """Keep the file's content as an object (once); its sha256, from the bytes actually stored."""
-    data = (ROOT / rel).read_bytes()
-    sha = hashlib.sha256(data).hexdigest()
-    if not object_path(sha).exists():
-        write_atomically(object_path(sha), data)
-        os.chmod(object_path(sha), 0o444)  # shared by every snapshot that has this content: not to be edited
-    return sha
+def listings(files):
+    """(the snapshot's listing of folders, {sha256: a folder's listing}) of {path: sha256}, as bytes."""
+    folders = {}
+    for rel, sha in files.items():
+        cut = rel.rfind("/") + 1
+        folders.setdefault(rel[:cut], {})[rel[cut:]] = sha
+    made = {folder: json.dumps(names, sort_keys=True).encode() for folder, names in folders.items()}
+    shas = {folder: hashlib.sha256(data).hexdigest() for folder, data in made.items()}
+    return json.dumps(shas, sort_keys=True, indent=0).encode(), {shas[f]: data for f, data in made.items()}
+
+
+def folders_of(entry):
+    """{folder: sha256 of its listing} of a snapshot."""
+    path = BACKUPS / f"{entry['id']}.json"
+    if not path.exists():  # taken by an older fallback.py, as one list of every file: list it as now
+        listing, folders = listings(json.loads(gzip.decompress(path.with_suffix(".json.gz").read_bytes())))
+        for data in folders.values():
+            store_object(data)
+        write_atomically(path, listing)
+        path.with_suffix(".json.gz").unlink()
+    return json.loads(path.read_bytes())
+
+
+def files_of(entry):
+    """{path: sha256} of a snapshot."""
+    return {folder + name: sha for folder, listing in folders_of(entry).items()
+            for name, sha in read_object(listing).items()}
 
 
 def snapshot(index, kind, iteration):
     """The index entry of a snapshot of the codebase as it is now; made only if no snapshot has it."""
     files = manifest()
-    digest = digest_of_manifest(files)
+    for rel, sha in files.items():
+        if sha not in stored and not object_path(sha).exists():
+            files[rel] = store_object((ROOT / rel).read_bytes())  # what is stored is listed, even if it changed
+        stored.add(files[rel])
+    listing, folders = listings(files)
+    digest = hashlib.sha256(listing).hexdigest()
     for entry in reversed(index["snapshots"]):
         if entry["digest"] == digest:
             return entry
+    for data in folders.values():
+        store_object(data)
     taken = [int(e["id"]) for e in index["snapshots"]] + [int(p.name[:4]) for p in BACKUPS.glob("[0-9][0-9][0-9][0-9]*")]
     sid = f"{max(taken, default=0) + 1:04d}"
-    for rel, sha in files.items():
-        if sha not in stored and not os.path.exists(object_path(sha)):
-            files[rel] = store_object(rel)  # what is stored is what is listed, even if it changed meanwhile
-        stored.add(files[rel])
-    digest = digest_of_manifest(files)
-    write_atomically(BACKUPS / f"{sid}.json.gz", gzip.compress(json.dumps(files).encode(), 1))
-    manifests[sid] = files
+    write_atomically(BACKUPS / f"{sid}.json", listing)
     entry = {"id": sid, "time": utc_now(), "iteration": iteration, "kind": kind, "good": kind == "genesis",
-             "digest": digest_of_manifest(files), "count": len(files)}
+             "digest": digest, "count": len(files)}
     index["snapshots"].append(entry)
     save_index(index)
     return entry
@@ -273,20 +291,21 @@ def restore(entry):
 
 def prune(index):
     """Bound backups/: keep genesis, the last KEEP_LAST snapshots, the newest of each day and the newest
-    KEEP_GOOD known-good ones (all the walk-back could want); delete the rest and the objects only they had."""
+    KEEP_GOOD known-good ones (all the walk-back could want); delete the rest and the objects only they had.
+    Done once a tenth of KEEP_LAST more has gathered, so that its cost is spread over the iterations."""
     snapshots = index["snapshots"]
-    if len(snapshots) <= KEEP_LAST + 1:
+    if len(snapshots) <= KEEP_LAST + 1 + KEEP_LAST // 10:
         return
     keep = {snapshots[0]["id"]} | {e["id"] for e in snapshots[-KEEP_LAST:]}
     keep |= {e["id"] for e in [e for e in snapshots if e["good"]][-KEEP_GOOD:]}
     keep |= {e["id"] for e in {e["time"][:10]: e for e in snapshots}.values()}
-    for entry in [e for e in snapshots if e["id"] not in keep]:
-        shutil.rmtree(BACKUPS / entry["id"], ignore_errors=True)
-        (BACKUPS / f"{entry['id']}.json.gz").unlink(missing_ok=True)
-        manifests.pop(entry["id"], None)
+    listed = set().union(*(folders_of(e).values() for e in snapshots if e["id"] in keep))
+    wanted = listed | {sha for listing in listed for sha in read_object(listing).values()}
     index["snapshots"] = [e for e in snapshots if e["id"] in keep]
     save_index(index)
-    wanted = {sha for entry in index["snapshots"] for sha in files_of(entry).values()}
+    for entry in [e for e in snapshots if e["id"] not in keep]:
+        shutil.rmtree(BACKUPS / entry["id"], ignore_errors=True)
+        (BACKUPS / f"{entry['id']}.json").unlink(missing_ok=True)
     for item in OBJECTS.glob("*/*"):
         if item.parent.name + item.name not in wanted:
             item.unlink()
@@ -470,7 +489,7 @@ def gate(changes):
     if not any(rel.endswith(".py") for rel, *_ in changes):
         return None
     show_phase("checking: the top-level modules import")
-    files = codebase_files()
+    files = [rel for rel, _ in codebase_files()]
     modules = [rel[:-3] for rel in files if rel.endswith(".py") and "/" not in rel and rel[:-3].isidentifier()]
     modules += [rel.split("/")[0] for rel in files if re.fullmatch(r"[A-Za-z_]\w*/__init__\.py", rel)]
     code, output = run_bounded([sys.executable, "-c", IMPORT_CHECK, *modules], gate_env(), GATE_TIMEOUT)
@@ -891,7 +910,7 @@ def last_logged_iteration():
 
 def codebase_size():
     """(files, lines) of the codebase."""
-    files = codebase_files()
+    files = [rel for rel, _ in codebase_files()]
     return len(files), sum((ROOT / rel).read_bytes().count(b"\n") for rel in files)
 
 
@@ -938,7 +957,7 @@ def run_demo():
     """A few real iterations against a scripted model on loopback, in a throwaway copy: no key, no network."""
     script = json.loads(DEMO.read_text())
     copy = Path(tempfile.mkdtemp(prefix="seed-demo-")) / "workspace"
-    for rel in list(codebase_files()) + [g for g in GUARDED if g != ".env" and g not in SUPERVISOR_TESTS]:
+    for rel in [rel for rel, _ in codebase_files()] + [g for g in GUARDED if g != ".env" and g not in SUPERVISOR_TESTS]:
         if (ROOT / rel).is_file():
             (copy / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / rel, copy / rel)
@@ -1089,7 +1108,7 @@ def recover(index):
 
 
 def list_backups(index):
-    now = digest_of_manifest(manifest())
+    now = hashlib.sha256(listings(manifest())[0]).hexdigest()
     print("id    taken (UTC)              iteration  kind         files  known good")
     for e in index["snapshots"]:
         print(f"{e['id']}  {e['time']:<23}  {e['iteration']:>9}  {e['kind']:<11}  {e['count']:>5}  "

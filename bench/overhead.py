@@ -3,12 +3,14 @@
     python bench/overhead.py                 # 10, 200 and 2,000 files (the largest about 20 MB); about 9 minutes
     python bench/overhead.py --sizes 2000 --iterations 20
 
-For each size, 50 iterations that each change 3 files (a second apart, untimed), timed phase by phase with fallback.py's
-own functions (snapshot with change detection, change summary, compile check, log, and a rollback's
-restore), beside two baselines timed the same way: a full copy per snapshot (every file hashed and
-copied), and git (`git add -A && git commit`; restore by checkout). The gate's subprocesses (import
-check, pytest) are timed once each, as their own rows. Then the disk backups/ uses, and the time to
-restore the first snapshot. Prints figures; asserts nothing.
+For each size, 50 iterations that each change 3 files (a second apart, untimed), timed phase by phase with
+fallback.py's own functions (snapshot with change detection, change summary, compile check, log, and now
+and then a rollback's restore). Beside it, two baselines doing the same job in the same run: a snapshot
+before each run and the change summary after it, by full copies (copy every file; compare every file with
+the copy) and by git (`git add -A && git commit`; `git add -A && git diff --cached --numstat`; restore by
+checkout). The gate's subprocesses (import check, pytest) are timed once each, as their own rows, and so
+is one round of pruning at the default retention. Then the disk backups/ uses, and the time to restore
+the first snapshot. Prints figures; asserts nothing.
 """
 import argparse
 import hashlib
@@ -58,11 +60,11 @@ def timed(function, *args):
     return value, (time.perf_counter() - started) * 1000
 
 
-def change_three(root, files, iteration):
+def change_three(root, files, iteration, pause=1.0):
     """What a seed run does here: rewrite three files, after the second a real run takes at the least
     (so, as in real use, files are not all changed within the last second, which none of the three
     approaches trusts a timestamp for). The pause is not timed."""
-    time.sleep(1.0)
+    time.sleep(pause)
     for n in (iteration * 7 % files, (iteration * 13 + 1) % files, (iteration * 31 + 2) % files):
         (root / f"pkg{n % 20}" / f"mod{n}.py").write_text(code(n, iteration + 1))
 
@@ -87,48 +89,62 @@ def ours(root, files, iterations):
         if i % 10 == 9:  # now and then a rollback, back to the run's start
             _, ms = timed(fb.restore, start)
             rows["rollback restore"].append(ms)
+    disk = fb.disk_use(fb.BACKUPS)
     _, restore_ms = timed(fb.restore, index["snapshots"][0])
     gate = {"import check (subprocess)": run_ms(root, [sys.executable, "-c", fb.IMPORT_CHECK, "app", "seed"]),
             "pytest, one test (subprocess)": run_ms(root, [sys.executable, "-m", "pytest", "-q", "-p",
                                                            "no:cacheprovider", "tests/test_app.py"])}
-    return rows, gate, fb.disk_use(fb.BACKUPS), restore_ms, genesis_ms
+    while len(index["snapshots"]) <= fb.KEEP_LAST + 1 + fb.KEEP_LAST // 10:  # up to the next round of pruning
+        change_three(root, files, len(index["snapshots"]), pause=0)
+        fb.snapshot(index, "before", len(index["snapshots"]))
+    _, prune_ms = timed(fb.prune, index)
+    return rows, gate, disk, restore_ms, genesis_ms, prune_ms
 
 
 def naive(root, files, iterations):
-    """Every file hashed to see what changed, and every file copied into a new folder."""
-    store, times = root.parent / "naive-backups", []
-    time.sleep(1.1)
+    """A full copy before each run; the change summary by comparing every file with that copy."""
+    fb, store, rows = load_supervisor(root), root.parent / "naive-backups", {"snapshot": [], "change summary": []}
     for i in range(iterations):
-        started = time.perf_counter()
-        for path in sorted(root.glob("pkg*/*.py")):
-            hashlib.sha256(path.read_bytes()).hexdigest()
-        shutil.copytree(root, store / f"{i:04d}", ignore=shutil.ignore_patterns("backups", "__pycache__"))
-        times.append((time.perf_counter() - started) * 1000)
+        copy = store / f"{i:04d}"
+        _, ms = timed(lambda: shutil.copytree(root, copy, ignore=shutil.ignore_patterns("backups", "__pycache__")))
+        rows["snapshot"].append(ms)
         change_three(root, files, i)
+        _, ms = timed(compare_with_copy, fb, root, copy)
+        rows["change summary"].append(ms)
     started = time.perf_counter()
     for path in root.glob("pkg*"):
         shutil.rmtree(path)
     shutil.copytree(store / "0000", root, dirs_exist_ok=True)
-    return times, disk_use(store), (time.perf_counter() - started) * 1000
+    return rows, disk_use(store), (time.perf_counter() - started) * 1000
+
+
+def compare_with_copy(fb, root, copy):
+    """(path, added, removed) of every code file that differs from the copy."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        old, new = (copy / path.relative_to(root)).read_bytes(), path.read_bytes()
+        if old != new:
+            found.append((path.relative_to(root).as_posix(), *fb.line_changes(old.decode(), new.decode())))
+    return found
 
 
 def git(root, files, iterations):
-    """What other self-modifying tools do: a commit per snapshot, a checkout to restore."""
+    """What other self-modifying tools do: a commit before each run, git's own diff after it."""
     run = lambda *args: subprocess.run(["git", *args], cwd=root, capture_output=True, check=True)
     run("init", "-q")
     run("config", "user.email", "bench@example.invalid")
     run("config", "user.name", "bench")
-    times = []
+    rows = {"snapshot": [], "change summary": []}
     for i in range(iterations):
-        started = time.perf_counter()
-        run("add", "-A")
-        run("commit", "-q", "--allow-empty", "-m", f"iteration {i}")
-        times.append((time.perf_counter() - started) * 1000)
+        _, ms = timed(lambda: (run("add", "-A"), run("commit", "-q", "--allow-empty", "-m", f"iteration {i}")))
+        rows["snapshot"].append(ms)
         change_three(root, files, i)
+        _, ms = timed(lambda: (run("add", "-A"), run("diff", "--cached", "--numstat")))
+        rows["change summary"].append(ms)
     first = run("rev-list", "--max-parents=0", "HEAD").stdout.decode().strip()
     started = time.perf_counter()
     run("checkout", "-q", first, "--", ".")
-    return times, disk_use(root / ".git"), (time.perf_counter() - started) * 1000
+    return rows, disk_use(root / ".git"), (time.perf_counter() - started) * 1000
 
 
 def run_ms(root, command):
@@ -161,29 +177,38 @@ def report(files, iterations):
         make_workspace(base / name / "workspace", files)
     size = sum(p.stat().st_size for p in (base / "ours" / "workspace").rglob("*.py"))
     changed = 3 * FILE_BYTES * iterations
-    rows, gate, our_disk, our_restore, genesis_ms = ours(base / "ours" / "workspace", files, iterations)
-    naive_times, naive_disk, naive_restore = naive(base / "naive" / "workspace", files, iterations)
-    git_times, git_disk, git_restore = git(base / "git" / "workspace", files, iterations)
+    rows, gate, our_disk, our_restore, genesis_ms, prune_ms = ours(base / "ours" / "workspace", files, iterations)
+    baselines = {"full copy": naive(base / "naive" / "workspace", files, iterations),
+                 "git": git(base / "git" / "workspace", files, iterations)}
     total = [sum(parts) for parts in zip(*(rows[k] for k in ("snapshot", "change summary", "compile check", "log")))]
     print(f"\n{files:,} files, {size / 1e6:.1f} MB of code; {iterations} iterations changing 3 files each "
           f"({changed / 1e6:.1f} MB changed in all)")
-    print(f"  {'per iteration, in process':<34}{'median':>9}{'mean':>9}{'max ms':>9}")
+    print(f"  {'per iteration, in process':<40}{'median':>9}{'mean':>9}{'max ms':>9}")
+    line = lambda name, values, note="": print(f"  {name:<40}{median(values):>9.1f}{mean(values):>9.1f}"
+                                              f"{max(values, default=float('nan')):>9.1f}{note}")
     for name, values in rows.items():
-        print(f"  {name:<34}{median(values):>9.1f}{mean(values):>9.1f}{max(values, default=float('nan')):>9.1f}")
-    print(f"  {'total (snapshot to log)':<34}{median(total):>9.1f}{mean(total):>9.1f}{max(total):>9.1f}")
-    print(f"  {'first snapshot (genesis), once':<34}{genesis_ms:>9.1f}{'':>18}   (every file stored, once in a "
-          "workspace's life)")
-    for name, times in (("baseline: full copy", naive_times), ("baseline: git add -A && commit", git_times)):
-        print(f"  {name:<34}{median(times):>9.1f}{mean(times):>9.1f}{max(times):>9.1f}   ours is "
-              f"{median(times) / median(total):.1f}x faster (medians), {mean(times) / mean(total):.1f}x (means)")
+        line(name, values)
+    line("total (snapshot to log)", total)
+    print(f"  {'prune, at BACKUPS_KEEP=100':<40}{prune_ms:>9.1f}{'':>18}   (once in 10 iterations)")
+    print(f"  {'first snapshot (genesis)':<40}{genesis_ms:>9.1f}{'':>18}   (once in a workspace's life)")
+    print("  the baselines doing the same job: a snapshot before the run, the change summary after it")
+    for name, (times, _, _) in baselines.items():
+        both = [a + b for a, b in zip(times["snapshot"], times["change summary"])]
+        line(f"{name}: snapshot", times["snapshot"], f"   ours {median(times['snapshot']) / median(rows['snapshot']):.1f}x faster")
+        line(f"{name}: change summary", times["change summary"])
+        line(f"{name}: both", both, f"   ours (total) {median(both) / median(total):.1f}x faster (medians), "
+                                    f"{mean(both) / mean(total):.1f}x (means)")
     for name, ms in gate.items():
-        print(f"  {name:<34}{ms:>9.1f}{'':>18}   (only when a .py file changed)")
+        print(f"  {name:<40}{ms:>9.1f}{'':>18}   (only when a .py file changed)")
+    share = median(total) / (median(total) + sum(gate.values()))
+    print(f"  in process: {share:.0%} of the supervisor's time in an iteration whose gate runs; the rest is "
+          "the gate's two subprocesses, mostly their start-up")
     bound = 1.3 * size + changed
     print(f"  backups after {iterations} iterations: ours {our_disk / 1e6:.1f} MB "
           f"({our_disk / (size + changed):.2f}x workspace + changes; target under 1.3x = {bound / 1e6:.1f} MB), "
-          f"full copies {naive_disk / 1e6:.1f} MB, git {git_disk / 1e6:.1f} MB")
-    print(f"  restore of the first snapshot: ours {our_restore:.0f} ms, full copy {naive_restore:.0f} ms, "
-          f"git checkout {git_restore:.0f} ms")
+          f"full copies {baselines['full copy'][1] / 1e6:.1f} MB, git {baselines['git'][1] / 1e6:.1f} MB")
+    print(f"  restore of the first snapshot: ours {our_restore:.0f} ms, full copy {baselines['full copy'][2]:.0f} ms, "
+          f"git checkout {baselines['git'][2]:.0f} ms")
     shutil.rmtree(base)
 
 

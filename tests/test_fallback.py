@@ -3,6 +3,7 @@
 These are slow for the gate, so fallback.py keeps this file out of it.
 """
 import gzip
+import hashlib
 import json
 import os
 import re
@@ -39,9 +40,16 @@ def evolved_seed(body):
             "if __name__ == '__main__':\n    main()\n")
 
 
+def snapshot_folders(root, sid):
+    """{folder: sha256 of its listing} of a snapshot, as README documents backups/NNNN.json."""
+    return json.loads((root / "backups" / f"{sid}.json").read_bytes())
+
+
 def snapshot_files(root, sid):
-    """{path: sha256} of a snapshot, from its manifest."""
-    return json.loads(gzip.decompress((root / "backups" / f"{sid}.json.gz").read_bytes()))
+    """{path: sha256} of a snapshot: each folder's listing is an object, {name: sha256}."""
+    read = lambda sha: json.loads((root / "backups" / "objects" / sha[:2] / sha[2:]).read_bytes())
+    return {folder + name: sha for folder, listing in snapshot_folders(root, sid).items()
+            for name, sha in read(listing).items()}
 
 
 def run_fallback(root, env, *args, timeout=120):
@@ -596,7 +604,7 @@ def test_a_snapshot_cut_short_by_kill_9_leaves_nothing_that_gets_in_the_way(work
     gemini.reply(api.answer([("a.py", "a = 1\n")]))
     assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
     backups = workspace / "backups"
-    (backups / "0002.json.gz").write_bytes(gzip.compress(b'{"a.py": "0000"}'))  # written, never indexed
+    (backups / "0002.json").write_text('{"": "0000"}')  # written, never indexed
     (backups / "objects" / "ff").mkdir()
     (backups / "objects" / "ff" / ".half.tmp").write_bytes(b"half an object")
     gemini.reply(api.answer([("b.py", "b = 1\n")]))
@@ -616,7 +624,7 @@ def test_a_file_size_limit_during_a_snapshot_waits_and_loses_nothing(workspace, 
                           timeout=60)
     assert done.returncode == 0, done.stderr
     assert "waiting: cannot write (File too large)" in done.stdout and gemini.requests == []
-    assert (workspace / "big.py").stat().st_size == 300_000 and not list((workspace / "backups").glob("*.json.gz"))
+    assert (workspace / "big.py").stat().st_size == 300_000 and not list((workspace / "backups").glob("[0-9]*.json"))
     gemini.reply(api.answer([("a.py", "a = 1\n")]))
     again = run_fallback(workspace, env, "--iterations", "1")
     assert again.returncode == 0 and outcomes(workspace)[-1] == "landed: 1 file(s) changed"
@@ -698,10 +706,31 @@ def test_snapshots_share_unchanged_files_and_retention_keeps_what_walk_back_need
     backups = workspace / "backups"
     ids = [e["id"] for e in json.loads((backups / "index.json").read_text())["snapshots"]]
     assert ids == ["0001", "0004", "0005", "0006"]  # genesis and the last 3 (known good, and today's newest)
-    assert not (backups / "0002.json.gz").exists()
+    assert not (backups / "0002.json").exists()
     objects = {p.parent.name + p.name for p in (backups / "objects").glob("*/*")}
-    listed = {sha for i in ids for sha in snapshot_files(workspace, i).values()}
-    assert objects == listed  # each content once; what only pruned snapshots had is gone
+    listed = {sha for i in ids for sha in [*snapshot_files(workspace, i).values(), *snapshot_folders(workspace, i).values()]}
+    assert objects == listed  # each content and listing once; what only pruned snapshots had is gone
     assert sum(1 for p in (backups / "objects").glob("*/*") if p.stat().st_size == 60_000) == 1  # big.py, once
     assert run_fallback(workspace, env, "--reset").returncode == 0
     assert sorted(p.name for p in workspace.glob("*.py")) == ["big.py", "fallback.py", "seed.py"]
+
+
+def test_a_snapshot_taken_by_an_older_fallback_is_still_restored(workspace, env, gemini):
+    """Older versions kept a snapshot as one gzipped list of every file (NNNN.json.gz): it still restores."""
+    (workspace / "a.py").write_text("a = 1\n")
+    old = {}
+    for rel in ("a.py", "seed.py"):
+        data = (workspace / rel).read_bytes()
+        old[rel] = hashlib.sha256(data).hexdigest()
+        (workspace / "backups" / "objects" / old[rel][:2]).mkdir(parents=True, exist_ok=True)
+        (workspace / "backups" / "objects" / old[rel][:2] / old[rel][2:]).write_bytes(data)
+    (workspace / "backups" / "0001.json.gz").write_bytes(gzip.compress(json.dumps(old).encode()))
+    (workspace / "backups" / "index.json").write_text(json.dumps({"iteration": 1, "snapshots": [
+        {"id": "0001", "time": "2026-11-01 10:00:00 UTC", "iteration": 0, "kind": "genesis", "good": True,
+         "digest": "0" * 64, "count": 2}]}))
+    (workspace / "a.py").write_text("a = 2\n")
+    (workspace / "b.py").write_text("b = 1\n")
+    done = run_fallback(workspace, env, "--restore", "0001")
+    assert done.returncode == 0, done.stderr
+    assert (workspace / "a.py").read_text() == "a = 1\n" and not (workspace / "b.py").exists()
+    assert snapshot_files(workspace, "0001") == old and not (workspace / "backups" / "0001.json.gz").exists()
