@@ -246,9 +246,15 @@ def folders_of(entry):
 
 
 def files_of(entry):
-    """{path: sha256} of a snapshot."""
-    return {folder + name: sha for folder, listing in folders_of(entry).items()
-            for name, sha in read_object(listing).items()}
+    """{path: sha256} of a snapshot (not to be changed: the newest one taken or read stays in memory)."""
+    if entry["id"] not in newest:
+        newest.clear()
+        newest[entry["id"]] = {folder + name: sha for folder, listing in folders_of(entry).items()
+                               for name, sha in read_object(listing).items()}
+    return newest[entry["id"]]
+
+
+newest = {}  # snapshot id -> its files, for the snapshot taken or read last (an iteration's start)
 
 
 def snapshot(index, kind, iteration):
@@ -260,14 +266,17 @@ def snapshot(index, kind, iteration):
         stored.add(files[rel])
     listing, folders = listings(files)
     digest = hashlib.sha256(listing).hexdigest()
+    newest.clear()
     for entry in reversed(index["snapshots"]):
         if entry["digest"] == digest:
+            newest[entry["id"]] = files
             return entry
     for data in folders.values():
         store_object(data)
     taken = [int(e["id"]) for e in index["snapshots"]] + [int(p.name[:4]) for p in BACKUPS.glob("[0-9][0-9][0-9][0-9]*")]
     sid = f"{max(taken, default=0) + 1:04d}"
     write_atomically(BACKUPS / f"{sid}.json", listing)
+    newest[sid] = files
     entry = {"id": sid, "time": utc_now(), "iteration": iteration, "kind": kind, "good": kind == "genesis",
              "digest": digest, "count": len(files)}
     index["snapshots"].append(entry)
