@@ -13,6 +13,7 @@ in iteration_log.md. Needs Linux or macOS, the standard library and python-doten
 """
 import argparse
 import fcntl
+import functools
 import gzip
 import hashlib
 import importlib.util
@@ -205,7 +206,9 @@ def object_path(sha):
     return OBJECTS / sha[:2] / sha[2:]
 
 
-def read_object(sha):
+@functools.lru_cache(maxsize=1024)
+def read_listing(sha):
+    """A folder's listing, {name: sha256} (not to be changed: objects never change, so they are cached)."""
     return json.loads(object_path(sha).read_bytes())
 
 
@@ -250,7 +253,7 @@ def files_of(entry):
     if entry["id"] not in newest:
         newest.clear()
         newest[entry["id"]] = {folder + name: sha for folder, listing in folders_of(entry).items()
-                               for name, sha in read_object(listing).items()}
+                               for name, sha in read_listing(listing).items()}
     return newest[entry["id"]]
 
 
@@ -309,16 +312,17 @@ def prune(index):
     keep |= {e["id"] for e in [e for e in snapshots if e["good"]][-KEEP_GOOD:]}
     keep |= {e["id"] for e in {e["time"][:10]: e for e in snapshots}.values()}
     listed = set().union(*(folders_of(e).values() for e in snapshots if e["id"] in keep))
-    wanted = listed | {sha for listing in listed for sha in read_object(listing).values()}
+    wanted = listed | {sha for listing in listed for sha in read_listing(listing).values()}
     index["snapshots"] = [e for e in snapshots if e["id"] in keep]
     save_index(index)
     for entry in [e for e in snapshots if e["id"] not in keep]:
         shutil.rmtree(BACKUPS / entry["id"], ignore_errors=True)
         (BACKUPS / f"{entry['id']}.json").unlink(missing_ok=True)
-    for item in OBJECTS.glob("*/*"):
-        if item.parent.name + item.name not in wanted:
-            item.unlink()
-            stored.discard(item.parent.name + item.name)
+    for folder in [f for f in os.scandir(OBJECTS) if f.is_dir(follow_symlinks=False)]:
+        for item in os.scandir(folder.path):
+            if folder.name + item.name not in wanted:
+                os.unlink(item.path)
+                stored.discard(folder.name + item.name)
 
 
 def remove_empty_parents(path):

@@ -1,16 +1,19 @@
 """Benchmark: the supervisor's own work per iteration, and what backups/ costs, as the codebase grows.
 
-    python bench/overhead.py                 # 10, 200 and 2,000 files (the largest about 20 MB); about 9 minutes
+    python bench/overhead.py                 # 10, 200 and 2,000 files (the largest about 20 MB); about 6 minutes
     python bench/overhead.py --sizes 2000 --iterations 20
 
-For each size, 50 iterations that each change 3 files (a second apart, untimed), timed phase by phase with
-fallback.py's own functions (snapshot with change detection, change summary, compile check, log, and now
-and then a rollback's restore). Beside it, two baselines doing the same job in the same run: a snapshot
-before each run and the change summary after it, by full copies (copy every file; compare every file with
-the copy) and by git (`git add -A && git commit`; `git add -A && git diff --cached --numstat`; restore by
-checkout). The gate's subprocesses (import check, pytest) are timed once each, as their own rows, and so
-is one round of pruning at the default retention. Then the disk backups/ uses, and the time to restore
-the first snapshot. Prints figures; asserts nothing.
+For each size, 50 iterations that each change 3 files, timed phase by phase with fallback.py's own
+functions (snapshot with change detection, change summary, compile check, log, and now and then a
+rollback's restore). Beside it, two baselines doing the same job, each on its own copy of the workspace:
+a snapshot before each run and the change summary after it, by full copies (copy every file; compare every
+file with the copy) and by git (`git add -A && git commit`; `git add -A && git diff --cached --numstat`;
+restore by checkout). Ours and git take turns within each iteration, so that a machine slowing down
+or speeding up weighs on both alike; the full copies run after them, as their writing would slow the
+others. The first snapshot (every file stored) is timed apart, for ours and git alike. The gate's
+subprocesses (import check, pytest) are timed once each, as their own rows, and so are two rounds of
+pruning at the default retention. Then the disk backups/
+uses, and the time to restore the first snapshot. Prints figures; asserts nothing.
 """
 import argparse
 import hashlib
@@ -60,91 +63,113 @@ def timed(function, *args):
     return value, (time.perf_counter() - started) * 1000
 
 
-def change_three(root, files, iteration, pause=1.0):
-    """What a seed run does here: rewrite three files, after the second a real run takes at the least
-    (so, as in real use, files are not all changed within the last second, which none of the three
-    approaches trusts a timestamp for). The pause is not timed."""
-    time.sleep(pause)
+def change_three(root, files, iteration):
+    """What a seed run does here: rewrite three files."""
     for n in (iteration * 7 % files, (iteration * 13 + 1) % files, (iteration * 31 + 2) % files):
         (root / f"pkg{n % 20}" / f"mod{n}.py").write_text(code(n, iteration + 1))
 
 
-def ours(root, files, iterations):
-    fb = load_supervisor(root)
-    index, rows = fb.load_index(), {k: [] for k in ("snapshot", "change summary", "compile check", "log",
-                                                     "rollback restore")}
-    _, genesis_ms = timed(fb.snapshot, index, "genesis", 0)  # once in a workspace's life: every file stored
-    time.sleep(1.1)  # as between real iterations: files older than a second are trusted by their stat
-    for i in range(iterations):
-        start, ms = timed(fb.snapshot, index, "before", i)
-        rows["snapshot"].append(ms)
-        change_three(root, files, i)
-        changes, ms = timed(fb.changes_since, start)
-        rows["change summary"].append(ms)
-        _, ms = timed(lambda: [fb.compile_error(rel) for rel, *_ in changes if rel.endswith(".py")])
-        rows["compile check"].append(ms)
+class Ours:
+    """fallback.py's own functions, phase by phase."""
+    def __init__(self, root):
+        self.root, self.fb = root, load_supervisor(root)
+        self.index = self.fb.load_index()
+        self.rows = {k: [] for k in ("snapshot", "change summary", "compile check", "log", "rollback restore")}
+        _, self.genesis_ms = timed(self.fb.snapshot, self.index, "genesis", 0)  # every file stored, once
+
+    def before(self, i):
+        self.start, ms = timed(self.fb.snapshot, self.index, "before", i)
+        self.rows["snapshot"].append(ms)
+
+    def after(self, i):
+        changes, ms = timed(self.fb.changes_since, self.start)
+        self.rows["change summary"].append(ms)
+        _, ms = timed(lambda: [self.fb.compile_error(rel) for rel, *_ in changes if rel.endswith(".py")])
+        self.rows["compile check"].append(ms)
         result = {"outcome": f"landed: {len(changes)} file(s) changed", "changes": changes, "record": None}
-        _, ms = timed(fb.log_iteration, i, result, 1.0)
-        rows["log"].append(ms)
+        _, ms = timed(self.fb.log_iteration, i, result, 1.0)
+        self.rows["log"].append(ms)
         if i % 10 == 9:  # now and then a rollback, back to the run's start
-            _, ms = timed(fb.restore, start)
-            rows["rollback restore"].append(ms)
-    disk = fb.disk_use(fb.BACKUPS)
-    _, restore_ms = timed(fb.restore, index["snapshots"][0])
-    gate = {"import check (subprocess)": run_ms(root, [sys.executable, "-c", fb.IMPORT_CHECK, "app", "seed"]),
-            "pytest, one test (subprocess)": run_ms(root, [sys.executable, "-m", "pytest", "-q", "-p",
-                                                           "no:cacheprovider", "tests/test_app.py"])}
-    while len(index["snapshots"]) <= fb.KEEP_LAST + 1 + fb.KEEP_LAST // 10:  # up to the next round of pruning
-        change_three(root, files, len(index["snapshots"]), pause=0)
-        fb.snapshot(index, "before", len(index["snapshots"]))
-    _, prune_ms = timed(fb.prune, index)
-    return rows, gate, disk, restore_ms, genesis_ms, prune_ms
+            _, ms = timed(self.fb.restore, self.start)
+            self.rows["rollback restore"].append(ms)
+
+    def restore_first(self):
+        return timed(self.fb.restore, self.index["snapshots"][0])[1]
+
+    def prune_rounds(self, files):
+        """Two rounds of pruning at the default retention, each after the snapshots that bring it on
+        (untimed): the first reads every listing, the later ones only those it has not read yet."""
+        times = []
+        for _ in range(2):
+            while len(self.index["snapshots"]) <= self.fb.KEEP_LAST + 1 + self.fb.KEEP_LAST // 10:
+                self.taken = getattr(self, "taken", 1000) + 1
+                change_three(self.root, files, self.taken)
+                self.fb.snapshot(self.index, "before", self.taken)
+            times.append(timed(self.fb.prune, self.index)[1])
+        return times
+
+    def gate_ms(self):
+        return {"import check (subprocess)": run_ms(self.root, [sys.executable, "-c", self.fb.IMPORT_CHECK, "app", "seed"]),
+                "pytest, one test (subprocess)": run_ms(self.root, [sys.executable, "-m", "pytest", "-q", "-p",
+                                                                    "no:cacheprovider", "tests/test_app.py"])}
 
 
-def naive(root, files, iterations):
+class FullCopy:
     """A full copy before each run; the change summary by comparing every file with that copy."""
-    fb, store, rows = load_supervisor(root), root.parent / "naive-backups", {"snapshot": [], "change summary": []}
-    for i in range(iterations):
-        copy = store / f"{i:04d}"
-        _, ms = timed(lambda: shutil.copytree(root, copy, ignore=shutil.ignore_patterns("backups", "__pycache__")))
-        rows["snapshot"].append(ms)
-        change_three(root, files, i)
-        _, ms = timed(compare_with_copy, fb, root, copy)
-        rows["change summary"].append(ms)
-    started = time.perf_counter()
-    for path in root.glob("pkg*"):
-        shutil.rmtree(path)
-    shutil.copytree(store / "0000", root, dirs_exist_ok=True)
-    return rows, disk_use(store), (time.perf_counter() - started) * 1000
+    def __init__(self, root):
+        self.root, self.store = root, root.parent / "copies"
+        self.line_changes = load_supervisor(root).line_changes
+        self.rows = {"snapshot": [], "change summary": []}
+
+    def before(self, i):
+        self.copy = self.store / f"{i:04d}"
+        _, ms = timed(shutil.copytree, self.root, self.copy, False, shutil.ignore_patterns("backups", "__pycache__"))
+        self.rows["snapshot"].append(ms)
+
+    def after(self, i):
+        _, ms = timed(self.compare)
+        self.rows["change summary"].append(ms)
+
+    def compare(self):
+        """(path, added, removed) of every code file that differs from the copy."""
+        found = []
+        for path in sorted(self.root.rglob("*.py")):
+            old, new = (self.copy / path.relative_to(self.root)).read_bytes(), path.read_bytes()
+            if old != new:
+                found.append((path.relative_to(self.root).as_posix(), *self.line_changes(old.decode(), new.decode())))
+        return found
+
+    def restore_first(self):
+        started = time.perf_counter()
+        for path in self.root.glob("pkg*"):
+            shutil.rmtree(path)
+        shutil.copytree(self.store / "0000", self.root, dirs_exist_ok=True)
+        return (time.perf_counter() - started) * 1000
 
 
-def compare_with_copy(fb, root, copy):
-    """(path, added, removed) of every code file that differs from the copy."""
-    found = []
-    for path in sorted(root.rglob("*.py")):
-        old, new = (copy / path.relative_to(root)).read_bytes(), path.read_bytes()
-        if old != new:
-            found.append((path.relative_to(root).as_posix(), *fb.line_changes(old.decode(), new.decode())))
-    return found
-
-
-def git(root, files, iterations):
+class Git:
     """What other self-modifying tools do: a commit before each run, git's own diff after it."""
-    run = lambda *args: subprocess.run(["git", *args], cwd=root, capture_output=True, check=True)
-    run("init", "-q")
-    run("config", "user.email", "bench@example.invalid")
-    run("config", "user.name", "bench")
-    rows = {"snapshot": [], "change summary": []}
-    for i in range(iterations):
-        _, ms = timed(lambda: (run("add", "-A"), run("commit", "-q", "--allow-empty", "-m", f"iteration {i}")))
-        rows["snapshot"].append(ms)
-        change_three(root, files, i)
-        _, ms = timed(lambda: (run("add", "-A"), run("diff", "--cached", "--numstat")))
-        rows["change summary"].append(ms)
-    first = run("rev-list", "--max-parents=0", "HEAD").stdout.decode().strip()
-    started = time.perf_counter()
-    run("checkout", "-q", first, "--", ".")
-    return rows, disk_use(root / ".git"), (time.perf_counter() - started) * 1000
+    def __init__(self, root):
+        self.root, self.rows = root, {"snapshot": [], "change summary": []}
+        self.git("init", "-q")
+        self.git("config", "user.email", "bench@example.invalid")
+        self.git("config", "user.name", "bench")
+        _, self.genesis_ms = timed(lambda: (self.git("add", "-A"), self.git("commit", "-q", "-m", "genesis")))
+
+    def git(self, *args):
+        return subprocess.run(["git", *args], cwd=self.root, capture_output=True, check=True)
+
+    def before(self, i):
+        _, ms = timed(lambda: (self.git("add", "-A"), self.git("commit", "-q", "--allow-empty", "-m", f"run {i}")))
+        self.rows["snapshot"].append(ms)
+
+    def after(self, i):
+        _, ms = timed(lambda: (self.git("add", "-A"), self.git("diff", "--cached", "--numstat")))
+        self.rows["change summary"].append(ms)
+
+    def restore_first(self):
+        first = self.git("rev-list", "--max-parents=0", "HEAD").stdout.decode().strip()
+        return timed(self.git, "checkout", "-q", first, "--", ".")[1]
 
 
 def run_ms(root, command):
@@ -173,13 +198,27 @@ def median(values):
 
 def report(files, iterations):
     base = Path(tempfile.mkdtemp(prefix=f"seed-overhead-{files}-"))
-    for name in ("ours", "naive", "git"):
+    for name in ("ours", "copies", "git"):
         make_workspace(base / name / "workspace", files)
     size = sum(p.stat().st_size for p in (base / "ours" / "workspace").rglob("*.py"))
     changed = 3 * FILE_BYTES * iterations
-    rows, gate, our_disk, our_restore, genesis_ms, prune_ms = ours(base / "ours" / "workspace", files, iterations)
-    baselines = {"full copy": naive(base / "naive" / "workspace", files, iterations),
-                 "git": git(base / "git" / "workspace", files, iterations)}
+    ours = Ours(base / "ours" / "workspace")
+    baselines = {"full copy": FullCopy(base / "copies" / "workspace"), "git": Git(base / "git" / "workspace")}
+    for group in ([ours, baselines["git"]], [baselines["full copy"]]):  # the copies' writing would slow the others
+        time.sleep(1.1)  # as between real iterations: files older than a second are trusted by their stat
+        for i in range(iterations):
+            turns = group if i % 2 == 0 else group[::-1]
+            for one in turns:
+                one.before(i)
+            time.sleep(1.0)  # a seed run takes a second at the least, so the files it writes are not the
+            for one in turns:  # ones just hashed within the same second (which none of the three would trust)
+                change_three(one.root, files, i)
+                one.after(i)
+    disks = {"ours": ours.fb.disk_use(ours.fb.BACKUPS), "full copy": disk_use(baselines["full copy"].store),
+             "git": disk_use(baselines["git"].root / ".git")}
+    restores = {name: one.restore_first() for name, one in (("ours", ours), *baselines.items())}
+    gate, prunes = ours.gate_ms(), ours.prune_rounds(files)
+    rows = ours.rows
     total = [sum(parts) for parts in zip(*(rows[k] for k in ("snapshot", "change summary", "compile check", "log")))]
     print(f"\n{files:,} files, {size / 1e6:.1f} MB of code; {iterations} iterations changing 3 files each "
           f"({changed / 1e6:.1f} MB changed in all)")
@@ -189,13 +228,16 @@ def report(files, iterations):
     for name, values in rows.items():
         line(name, values)
     line("total (snapshot to log)", total)
-    print(f"  {'prune, at BACKUPS_KEEP=100':<40}{prune_ms:>9.1f}{'':>18}   (once in 10 iterations)")
-    print(f"  {'first snapshot (genesis)':<40}{genesis_ms:>9.1f}{'':>18}   (once in a workspace's life)")
+    print(f"  {'prune, at BACKUPS_KEEP=100':<40}{prunes[1]:>9.1f}{'':>18}   (once in 10 iterations; the first "
+          f"round after a start {prunes[0]:.1f})")
+    print(f"  {'first snapshot (genesis)':<40}{ours.genesis_ms:>9.1f}{'':>18}   (once in a workspace's life; "
+          f"git's first commit {baselines['git'].genesis_ms:.1f})")
     print("  the baselines doing the same job: a snapshot before the run, the change summary after it")
-    for name, (times, _, _) in baselines.items():
-        both = [a + b for a, b in zip(times["snapshot"], times["change summary"])]
-        line(f"{name}: snapshot", times["snapshot"], f"   ours {median(times['snapshot']) / median(rows['snapshot']):.1f}x faster")
-        line(f"{name}: change summary", times["change summary"])
+    for name, one in baselines.items():
+        both = [a + b for a, b in zip(one.rows["snapshot"], one.rows["change summary"])]
+        line(f"{name}: snapshot", one.rows["snapshot"],
+             f"   ours {median(one.rows['snapshot']) / median(rows['snapshot']):.1f}x faster")
+        line(f"{name}: change summary", one.rows["change summary"])
         line(f"{name}: both", both, f"   ours (total) {median(both) / median(total):.1f}x faster (medians), "
                                     f"{mean(both) / mean(total):.1f}x (means)")
     for name, ms in gate.items():
@@ -203,12 +245,12 @@ def report(files, iterations):
     share = median(total) / (median(total) + sum(gate.values()))
     print(f"  in process: {share:.0%} of the supervisor's time in an iteration whose gate runs; the rest is "
           "the gate's two subprocesses, mostly their start-up")
-    bound = 1.3 * size + changed
-    print(f"  backups after {iterations} iterations: ours {our_disk / 1e6:.1f} MB "
-          f"({our_disk / (size + changed):.2f}x workspace + changes; target under 1.3x = {bound / 1e6:.1f} MB), "
-          f"full copies {baselines['full copy'][1] / 1e6:.1f} MB, git {baselines['git'][1] / 1e6:.1f} MB")
-    print(f"  restore of the first snapshot: ours {our_restore:.0f} ms, full copy {baselines['full copy'][2]:.0f} ms, "
-          f"git checkout {baselines['git'][2]:.0f} ms")
+    print(f"  backups after {iterations} iterations: ours {disks['ours'] / 1e6:.1f} MB "
+          f"({disks['ours'] / (size + changed):.2f}x workspace + changes; target under 1.3x = "
+          f"{(1.3 * size + changed) / 1e6:.1f} MB), full copies {disks['full copy'] / 1e6:.1f} MB, "
+          f"git {disks['git'] / 1e6:.1f} MB")
+    print(f"  restore of the first snapshot: ours {restores['ours']:.0f} ms, full copy {restores['full copy']:.0f} ms, "
+          f"git checkout {restores['git']:.0f} ms")
     shutil.rmtree(base)
 
 

@@ -699,6 +699,8 @@ def test_a_short_seeded_soak_runs_clean():
 
 def test_snapshots_share_unchanged_files_and_retention_keeps_what_walk_back_needs(workspace, env, gemini):
     (workspace / "big.py").write_text("x = 1\n" * 10_000)
+    (workspace / "lib").mkdir()
+    (workspace / "lib" / "util.py").write_text("U = 1\n")
     for n in range(6):
         gemini.reply(api.answer([(f"m{n}.py", f"N = {n}\n")]))
     env["BACKUPS_KEEP"] = "3"
@@ -711,8 +713,10 @@ def test_snapshots_share_unchanged_files_and_retention_keeps_what_walk_back_need
     listed = {sha for i in ids for sha in [*snapshot_files(workspace, i).values(), *snapshot_folders(workspace, i).values()]}
     assert objects == listed  # each content and listing once; what only pruned snapshots had is gone
     assert sum(1 for p in (backups / "objects").glob("*/*") if p.stat().st_size == 60_000) == 1  # big.py, once
+    assert len({snapshot_folders(workspace, i)["lib/"] for i in ids}) == 1  # an unchanged folder's listing, once
     assert run_fallback(workspace, env, "--reset").returncode == 0
     assert sorted(p.name for p in workspace.glob("*.py")) == ["big.py", "fallback.py", "seed.py"]
+    assert (workspace / "lib" / "util.py").read_text() == "U = 1\n"
 
 
 def test_a_snapshot_taken_by_an_older_fallback_is_still_restored(workspace, env, gemini):
