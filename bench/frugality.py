@@ -98,9 +98,10 @@ def run(mode, iterations):
         growth.append((size, answered[-1] if answered else None))
     fake.close()
     log = (root / "iteration_log.md").read_text()
+    ledger = json.loads((root / "backups" / "usage.json").read_text())
+    shutil.rmtree(root.parent)
     outcomes = Counter(re.findall(r"^## Iteration \d+ — .* UTC — (landed|no change|rolled back|waiting|stopped)",
                                   log, re.M))
-    ledger = json.loads((root / "backups" / "usage.json").read_text())
     wasted = Counter()
     for day in ledger.values():
         for use in day.values():

@@ -286,12 +286,15 @@ def soak(steps, seed, fault_share=0.6):
         row = table[kind]
         print(f"{kind:<30}{row['steps']:>6}{row['broken']:>8}{row['stuck']:>7}{row['lost']:>6}"
               f"{row['escaped']:>9}{row['leaked']:>8}{row['left running']:>6}")
+    failures = sum(totals[k] for k in ("stuck", "lost", "escaped", "leaked", "broken", "left running"))
     print(f"\n{steps} steps ({iterations} iterations) in {(time.monotonic() - started) / 60:.1f} min, seed {seed}; "
-          f"workspace {root}")
+          + (f"the workspace is kept for a look: {root}" if failures else "the workspace is removed"))
+    if not failures:
+        shutil.rmtree(base)
     print(f"{iterations} iterations, {totals['faults']} faults injected, {totals['stuck']} stuck, {totals['lost']} lost, "
           f"{totals['escaped']} escaped, {totals['leaked']} leaked, {totals['broken']} broken, "
           f"{totals['left running']} left running, worst recovery {worst} iterations")
-    return sum(totals[k] for k in ("stuck", "lost", "escaped", "leaked", "broken", "left running"))
+    return failures
 
 
 def main():

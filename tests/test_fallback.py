@@ -309,7 +309,8 @@ def test_started_from_another_folder_it_works_on_its_own(workspace, env, gemini,
     assert (workspace / "a.py").exists() and list(elsewhere.iterdir()) == []
 
 
-def test_the_demo_runs_offline_in_a_copy_and_leaves_the_workspace_alone(workspace, env):
+def test_the_demo_runs_offline_in_a_copy_and_leaves_the_workspace_alone(workspace, env, tmp_path):
+    env["TMPDIR"] = str(tmp_path)  # where the demo's copy goes, and pytest clears
     (workspace / "demo").mkdir()
     (workspace / "demo" / "answers.json").write_bytes((REPO / "demo" / "answers.json").read_bytes())
     del env["GEMINI_API_KEY"]
@@ -320,6 +321,7 @@ def test_the_demo_runs_offline_in_a_copy_and_leaves_the_workspace_alone(workspac
     assert done.returncode == 0, done.stdout + done.stderr
     assert {p: p.read_bytes() for p in workspace.rglob("*") if p.is_file()} == before
     copy = Path(re.search(r"The demo's copy is (\S+)", done.stdout).group(1))
+    assert copy.is_relative_to(tmp_path)
     assert outcomes(copy) == ["landed: 2 file(s) changed", "rolled back: tests failed", "landed: 2 file(s) changed"]
     assert "notes.find(\"milk\", path)" in (copy / "pending_tasks.md").read_text()
     assert "- [x] Iteration 2 was rolled back" in (copy / "pending_tasks.md").read_text()
