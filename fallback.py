@@ -206,7 +206,7 @@ def object_path(sha):
     return OBJECTS / sha[:2] / sha[2:]
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=512)  # enough for the listings of the snapshots kept by default
 def read_listing(sha):
     """A folder's listing, {name: sha256} (not to be changed: objects never change, so they are cached)."""
     return json.loads(object_path(sha).read_bytes())
