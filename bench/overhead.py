@@ -12,11 +12,10 @@ restore by checkout). Ours and git take turns within each iteration, so that a m
 or speeding up weighs on both alike; the full copies run after them, as their writing would slow the
 others. The first snapshot (every file stored) is timed apart, for ours and git alike. The gate's
 subprocesses (import check, pytest) are timed once each, as their own rows, and so are two rounds of
-pruning at the default retention. Then the disk backups/
-uses, and the time to restore the first snapshot. Prints figures; asserts nothing.
+pruning at the default retention. Then the disk backups/ uses, and the time to restore the first
+snapshot. Prints figures; asserts nothing.
 """
 import argparse
-import hashlib
 import importlib.util
 import os
 import platform
@@ -99,12 +98,12 @@ class Ours:
     def prune_rounds(self, files):
         """Two rounds of pruning at the default retention, each after the snapshots that bring it on
         (untimed): the first reads every listing, the later ones only those it has not read yet."""
-        times = []
+        times, taken = [], 1000  # numbers past the timed iterations', so each change is a new one
         for _ in range(2):
             while len(self.index["snapshots"]) <= self.fb.KEEP_LAST + 1 + self.fb.KEEP_LAST // 10:
-                self.taken = getattr(self, "taken", 1000) + 1
-                change_three(self.root, files, self.taken)
-                self.fb.snapshot(self.index, "before", self.taken)
+                taken += 1
+                change_three(self.root, files, taken)
+                self.fb.snapshot(self.index, "before", taken)
             times.append(timed(self.fb.prune, self.index)[1])
         return times
 
