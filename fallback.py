@@ -44,7 +44,8 @@ from supervisor import (demo, export, gate, journal, openai_compatible, report a
 from supervisor.console import redact, report, say, show_phase, start_status_line, summary  # noqa: E402
 from supervisor.settings import (BACKOFF, BACKUPS, DRY_SPELL, EX_CONFIG, EX_UNAVAILABLE, FAULT_PAUSE,  # noqa: E402
                                  GUARDED, LOCK, LOG, NOT_CODE, PROMPT_TOKENS, RECORD, REQUESTS_PER_RUN, RESTORING,
-                                 SANDBOX_REQUIRED, STEERING, UNDER_WAY, WORK, load_json, write_atomically)
+                                 SANDBOX_REQUIRED, STEERING, SUSPICION, UNDER_WAY, WORK, load_json, save_json,
+                                 write_atomically)
 
 CONFINEMENT = sandbox.probe()  # what this machine can confine the model's code with, said once and in every log
 SEED_KEEPER = " ".join(GUARDED + STEERING + sorted(f"{folder}/" for folder in NOT_CODE))  # not the seed's to write
@@ -273,7 +274,7 @@ def seed_message(record, output):
 def supervise(args, index, gateway):
     """Run iterations until --iterations is reached; the exit code."""
     totals, done, dry, grown_from = Counter(), 0, 0, snap.codebase_size()
-    session = {"bad": set(), "suspect": None, "world": None, "pause": 0}  # see settle_failure
+    session = {"bad": set(), "pause": 0, **suspicion(index)}  # see settle_failure
     index["iteration"] = max(index["iteration"], journal.last_logged_iteration())  # the index may not be saved
     start_status_line()
     try:
@@ -297,6 +298,7 @@ def supervise(args, index, gateway):
                 show_phase("")
             dry = note_dry_spell(index, result, dry, session["bad"])
             try:
+                keep_suspicion(session)
                 journal.log_iteration(index["iteration"], result, time.monotonic() - began)
                 snap.prune(index)
             except OSError as error:
@@ -316,6 +318,22 @@ def supervise(args, index, gateway):
         return 130
     finally:
         say(summary(done, totals, grown_from, snap.codebase_size()))
+
+
+def suspicion(index):
+    """The failure kind the world is suspected of, and the walk-back it may yet undo, as the last run left them:
+    a restart between a walk-back and the failure that shows it was the world's must not keep the walk-back."""
+    saved, snapshots = load_json(SUSPICION), {entry["id"]: entry for entry in index["snapshots"]}
+    suspect = saved.get("suspect") if isinstance(saved.get("suspect"), dict) else {}
+    home = snapshots.get(suspect.get("home")) if isinstance(suspect.get("home"), str) else None
+    world = saved.get("world") if isinstance(saved.get("world"), str) else None
+    whole = home and isinstance(suspect.get("kind"), str) and isinstance(suspect.get("mark"), str)
+    return {"world": world, "suspect": {**suspect, "home": home} if whole else None}
+
+
+def keep_suspicion(session):
+    suspect = session["suspect"] and {**session["suspect"], "home": session["suspect"]["home"]["id"]}
+    save_json(SUSPICION, {"world": session["world"], "suspect": suspect})
 
 
 def write_report():
@@ -452,6 +470,7 @@ def restore_by_hand(index, wanted):
         return config_error(f"there is no snapshot {wanted!r}: see  python fallback.py --list-backups")
     kept = snap.snapshot(index, "by hand", index["iteration"])
     snap.restore(entry)
+    SUSPICION.unlink(missing_ok=True)  # the person chose this state: no walk-back of the loop's is left to undo
     print(f"restored snapshot {entry['id']}; the codebase as it was is kept as backups/{kept['id']} "
           f"(undo with  python fallback.py --restore {kept['id']})")
     return 0

@@ -29,6 +29,7 @@ WORK = ROOT / ".seed" / "work"          # the working copy, where the model's co
 SCRATCH = ROOT / ".seed" / "tmp"        # its private temporary folder, emptied before each run
 RECORD = WORK / ".seed" / "record.json"  # what the seed says it did; removed before each run
 LANDING = BACKUPS / "landing.json"      # exists only while a change is being copied into the folder
+SUSPICION = BACKUPS / "suspicion.json"  # what the loop suspects of the world, kept across restarts
 DEMO = ROOT / "demo" / "answers.json"   # the offline demo's goal and scripted answers
 LOG = ROOT / "iteration_log.md"
 TASKS = ROOT / "pending_tasks.md"

@@ -863,25 +863,51 @@ def test_a_model_that_refuses_a_feature_is_asked_without_it_and_never_walks_back
                      ("gemma-refuses-json", False), ("gemma-refuses-json", False)]  # learned: never asked so again
 
 
-def test_a_fault_outside_the_code_waits_and_never_walks_back_landed_work(workspace, env, gemini):
+@pytest.mark.parametrize("restarts", [False, True], ids=["one run", "restarted between iterations"])
+def test_a_fault_outside_the_code_waits_and_never_walks_back_landed_work(workspace, env, gemini, restarts):
     env["SEED_FAULT_PAUSE"] = "1"
     gemini.reply(api.answer([("a.py", "a = 1\n")]))
     assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
     env["SEED_MEMORY_MB"] = "20"  # the machine changes: too little memory for the model's code to start
-    done = run_fallback(workspace, env, "--iterations", "3")
-    assert done.returncode == 0, done.stderr
+    runs = [run_fallback(workspace, env, "--iterations", "1") for _ in range(3)] if restarts else \
+        [run_fallback(workspace, env, "--iterations", "3")]
+    assert all(run.returncode == 0 for run in runs), runs[-1].stderr
     assert [o.split(" until")[0].split(":")[0] for o in outcomes(workspace)] == ["landed", "rolled back", "waiting",
                                                                                 "waiting"]
     assert outcomes(workspace)[2].endswith("seed.py crashed (exit 1) at the last known-good state too")
     assert (workspace / "a.py").exists()  # the walk-back was undone, and not walked again
     assert "[failure" not in (workspace / "pending_tasks.md").read_text()  # nothing for the model to fix
-    assert re.search(r"waiting until \d\d:\d\d local time .*: .*(MemoryError|Cannot allocate memory).*; the same "
-                     r"happens at the last known-good state, so the cause is outside the code", done.stdout)
+    assert restarts or re.search(r"waiting until \d\d:\d\d local time .*: .*(MemoryError|Cannot allocate memory).*; "
+                                 r"the same happens at the last known-good state, so the cause is outside the code",
+                                 runs[0].stdout)  # said as the loop waits (a run of one iteration does not wait)
     del env["SEED_MEMORY_MB"]
     gemini.reply(api.answer([("b.py", "b = 1\n")]))
     again = run_fallback(workspace, env, "--iterations", "1")
     assert again.returncode == 0 and outcomes(workspace)[-1] == "landed: 1 file(s) changed"
     assert (workspace / "a.py").exists() and (workspace / "b.py").exists()
+
+
+def test_a_restore_by_hand_after_a_walk_back_is_never_undone_by_the_loop(workspace, env, gemini):
+    env["SEED_FAULT_PAUSE"] = "1"
+    gemini.reply(api.answer([("a.py", "a = 1\n")]))
+    assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
+    env["SEED_MEMORY_MB"] = "20"
+    assert run_fallback(workspace, env, "--iterations", "1").returncode == 0  # walked back: a.py is gone
+    assert outcomes(workspace)[-1].startswith("rolled back") and not (workspace / "a.py").exists()
+    assert run_fallback(workspace, env, "--reset").returncode == 0  # the person chooses genesis
+    assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
+    assert outcomes(workspace)[-1].startswith("waiting") and not (workspace / "a.py").exists()
+
+
+@pytest.mark.parametrize("junk", ['{"suspect": {"home": 5, "kind": [], "mark": null}, "world": 3}', "[1, 2", "\0\xff"])
+def test_the_keepers_own_memory_damaged_is_forgotten_and_the_loop_goes_on(workspace, env, gemini, junk):
+    (workspace / "backups").mkdir(exist_ok=True)
+    for name in ["suspicion.json", "quota.json", "usage.json", "models.json"]:
+        (workspace / "backups" / name).write_text(junk)
+    gemini.reply(api.answer([("a.py", "a = 1\n")]))
+    done = run_fallback(workspace, env, "--iterations", "1")
+    assert done.returncode == 0 and "Traceback" not in done.stdout + done.stderr, done.stderr
+    assert outcomes(workspace) == ["landed: 1 file(s) changed"] and len(gemini.requests) == 1
 
 
 def test_a_model_that_keeps_the_seed_past_its_time_walks_nothing_back(workspace, env, gemini):
