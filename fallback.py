@@ -22,6 +22,7 @@ from os.path import dirname, realpath
 sys.path[:] = [p for p in sys.path if realpath(p or ".") != dirname(realpath(__file__))]
 
 import argparse  # noqa: E402  (every import comes after the line above)
+import errno  # noqa: E402
 import fcntl  # noqa: E402
 import importlib.util  # noqa: E402
 import json  # noqa: E402
@@ -43,9 +44,9 @@ from supervisor import (demo, export, gate, journal, openai_compatible, report a
                         sandbox, snapshots as snap, status, terrarium)
 from supervisor.console import redact, report, say, show_phase, start_status_line, summary  # noqa: E402
 from supervisor.settings import (BACKOFF, BACKUPS, DRY_SPELL, EX_CONFIG, EX_UNAVAILABLE, FAULT_PAUSE,  # noqa: E402
-                                 GUARDED, LOCK, LOG, NOT_CODE, PROMPT_TOKENS, RECORD, REQUESTS_PER_RUN, RESTORING,
-                                 SANDBOX_REQUIRED, STEERING, SUSPICION, UNDER_WAY, WORK, load_json, save_json,
-                                 write_atomically)
+                                 GUARDED, LOCK, LOG, NOT_CODE, PROBLEMS, PROMPT_TOKENS, RECORD, REQUESTS_PER_RUN,
+                                 RESTORING, SANDBOX_REQUIRED, STEERING, SUSPICION, UNDER_WAY, WORK, load_json,
+                                 save_json, write_atomically)
 
 CONFINEMENT = sandbox.probe()  # what this machine can confine the model's code with, said once and in every log
 SEED_KEEPER = " ".join(GUARDED + STEERING + sorted(f"{folder}/" for folder in NOT_CODE))  # not the seed's to write
@@ -54,7 +55,7 @@ SEED_KEEPER = " ".join(GUARDED + STEERING + sorted(f"{folder}/" for folder in NO
 # --- one iteration ----------------------------------------------------------------------------
 def run_iteration(number, index, args, session, gateway):
     """Ask the gateway for a model, run the seed once, gate what it wrote, land it or roll back."""
-    plan = gateway.open_run()
+    plan = gateway.open_run(journal.steering_size())
     if "token" not in plan:
         return wait_or_stop(plan)
     show_phase(f"#{number}: snapshot of the codebase", restart=True)
@@ -287,7 +288,7 @@ def supervise(args, index, gateway):
                 result = run_iteration(index["iteration"], index, args, session, gateway)
             except OSError as error:  # a full disk, a file size limit: wait, then finish what was cut short
                 result = {"outcome": f"waiting: cannot write ({error.strerror or error})", "changes": [],
-                          "reason": f"{error}: free some disk space", "wait_until": datetime.now(timezone.utc)
+                          "reason": f"{error}: {what_to_free(error)}", "wait_until": datetime.now(timezone.utc)
                           + timedelta(seconds=60)}
             except KeyboardInterrupt:
                 stopped = {"outcome": "stopped: interrupted (Ctrl+C)", "changes": [],
@@ -302,7 +303,7 @@ def supervise(args, index, gateway):
                 journal.log_iteration(index["iteration"], result, time.monotonic() - began)
                 snap.prune(index)
             except OSError as error:
-                say(f"cannot write the log or backups/ ({error}): free some disk space")
+                say(f"cannot write the log or backups/ ({error}): {what_to_free(error)}")
             write_report()
             report(index["iteration"], result, time.monotonic() - began, totals)
             done += 1
@@ -401,19 +402,31 @@ def config_error(message):
     return EX_CONFIG
 
 
-def check_setup(need_key=True):
+def what_to_free(error):
+    """What a person can do about a write that failed."""
+    denied = error.errno in (errno.EACCES, errno.EPERM, errno.EROFS)
+    return "make the folder writable" if denied else "free some disk space"
+
+
+def check_setup(need_key=True, writes=True):
     """The first thing a user must fix, as one line, or None."""
     if os.name != "posix":
         return "fallback.py needs Linux or macOS (on Windows, run it inside WSL)"
     missing = [name for name in ("requests", "dotenv", "pytest") if importlib.util.find_spec(name) is None]
     if missing:
         return f"missing Python packages ({', '.join(missing)}): run  pip install -r requirements.txt"
+    if PROBLEMS:
+        return PROBLEMS[0]
     if need_key and not os.environ.get("GEMINI_API_KEY", "").strip() and not os.environ.get("OPENAI_BASE_URL"):
+        if "GEMINI_API_KEY" in (ROOT / ".env").read_text("utf-8", "replace") if (ROOT / ".env").is_file() else "":
+            return "GEMINI_API_KEY in .env could not be read: write it as one line,  GEMINI_API_KEY=your-key"
         return ("GEMINI_API_KEY is not set: copy .env.example to .env and put your key in it "
                 "(a free key: https://aistudio.google.com/apikey)")
     goal = ROOT / "goal.md"
     if need_key and not (goal.is_file() and goal.read_text("utf-8", "replace").strip()):
         return "goal.md is missing or empty: write in it what you want grown (a few lines are enough)"
+    if not writes:
+        return None
     try:
         BACKUPS.mkdir(exist_ok=True)
         probe = BACKUPS / f".write-test-{os.getpid()}"
@@ -440,8 +453,15 @@ def take_lock():
 
 
 def lock_holder():
-    """The pid of a supervisor running on this folder, or None."""
-    return take_lock()[1]
+    """The pid of a supervisor running on this folder, or None; writes nothing."""
+    try:
+        with LOCK.open() as lock:
+            fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except FileNotFoundError:
+        return None
+    except BlockingIOError:
+        return LOCK.read_text().strip() or "unknown"
+    return None
 
 
 def recover(index):
@@ -496,19 +516,23 @@ def main(argv=None):
     if args.list_backups or args.status:  # read-only: fine while a supervisor runs
         return snap.list_backups(snap.load_index()) if args.list_backups else status.show_status(lock_holder())
     if args.report:
-        print(f"the report is in {page.write_report(ROOT)}: open it in a browser")
+        try:
+            print(f"the report is in {page.write_report(ROOT)}: open it in a browser")
+        except OSError as error:
+            return config_error(f"cannot write report.html ({error.strerror or error}): {what_to_free(error)}")
         return 0
     if args.export_git:
         try:
             print(export.export_git(ROOT, Path(args.export_git)))
-        except ValueError as error:
+        except (ValueError, OSError) as error:
             return config_error(str(error))
         return 0
     if args.materialise:
         entry = snap.find_snapshot(snap.load_index(), args.materialise)
         return snap.materialise(entry) if entry else config_error(f"there is no snapshot {args.materialise!r}: see  "
                                                                   "python fallback.py --list-backups")
-    problem = None if args.restore or args.reset else check_setup(need_key=not args.demo)
+    writes = not (args.demo or args.models)  # the demo works in a copy; --models only asks
+    problem = None if args.restore or args.reset else check_setup(need_key=not args.demo, writes=writes)
     if problem:
         return config_error(problem)
     if args.models:
@@ -549,4 +573,10 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # the reader went away (python fallback.py --status | head): nothing left to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
+    except PermissionError as error:  # a command by hand in a folder it may not write
+        sys.exit(config_error(f"cannot write {error.filename} ({error.strerror}): make the folder writable"))

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import requests
 
-# --- settings, set by the keeper for each run --------------------------------------------------
 ROOT = Path(__file__).resolve().parent
 API_BASE = os.environ.get("GEMINI_API_BASE", "").rstrip("/")  # the keeper's gateway on loopback
 TOKEN = os.environ.get("GEMINI_API_KEY", "")                  # this run's token: the gateway holds the key
@@ -30,7 +29,8 @@ RULES = f"""You grow the codebase below toward the goal, one iteration at a time
 Not yours to write: {" ".join(KEEPER)}. After each iteration every .py must compile, every top-level
 module import without side effects (no key, no network), and pytest pass over tests/ (add tests/test_*.py);
 a failing change is rolled back and becomes a task. Name no module like the standard library or a package
-(json.py, email/): it would be shadowed. seed.py runs you; improve it if you keep its docstring's rules."""
+(json.py, email/): it would be shadowed. seed.py runs you: improve it if you keep its docstring's rules, and
+at most 150 lines that are not blank, none over 110 characters (a longer seed is rolled back)."""
 FILE = {"type": "OBJECT", "required": ["path", "content"], "properties": {"path": {"type": "STRING"},
                                                                          "content": {"type": "STRING"}}}
 SCHEMA = {"type": "OBJECT", "required": ["tasks", "files"], "properties": {
@@ -42,7 +42,6 @@ class Stop(Exception):
     """Ends the run early: an exit code and one line saying why."""
 
 
-# --- read the state ----------------------------------------------------------------------------
 def read(name):
     return (ROOT / name).read_text("utf-8", "replace").strip() if (ROOT / name).is_file() else ""
 
@@ -90,7 +89,6 @@ def build_prompt(tasks):
     return prompt + (f"\n# Not shown ({len(left_out)}, too big or binary)\n{listing}" if left_out else "")
 
 
-# --- ask the model, once -----------------------------------------------------------------------
 def ask(prompt):
     """The answer's JSON object, or Stop(75) when there is none for now."""
     print(f"asking {MODEL} (prompt ~{(len(prompt) + len(RULES)) // 3:,} tokens)", flush=True)
@@ -110,7 +108,6 @@ def ask(prompt):
     raise Stop(75, f"{reply.status_code}: {reply.text[:300]}")
 
 
-# --- apply the answer --------------------------------------------------------------------------
 def refusal(path, content):
     """Why this file may not be written, or None."""
     if not isinstance(path, str) or not isinstance(content, str) or not path or path[0] == "/" \
@@ -155,7 +152,6 @@ def apply(answer, tasks, record):
     record.update(outcome="applied", files=changed, done=[tasks[n - 1].splitlines()[0] for n in done])
 
 
-# --- one iteration -----------------------------------------------------------------------------
 def main():
     record, code = {"outcome": "started", "tasks": [], "done": [], "files": [], "refused": []}, 0
     try:

@@ -2,7 +2,7 @@
 
     gw = Gateway(upstream=API_BASE, key=KEY, models=["gemini-3.5-flash", ...], state=Path("backups"))
     gw.start()                          # a loopback server speaking Gemini's REST shape, at gw.url
-    plan = gw.open_run()                # {"token", "model", "budget"}, or {"wait_until", "why"}, or {"stop"}
+    plan = gw.open_run(steering)        # {"token", "model", "budget"}, or {"wait_until", "why"}, or {"stop"}
     ...                                 # the seed runs with GEMINI_API_BASE=gw.url, GEMINI_API_KEY=plan["token"]
     report = gw.close_run(plan["token"])  # what the run asked, spent, got, refused; any problem
     gw.close()
@@ -16,6 +16,8 @@ removed, what came whole salvaged from an answer cut off) or a Gemini-shaped err
   with a feature the model refuses (models.py: JSON mode and the system instruction are folded into the
   text of a model without them; thinking settings are never sent).
 - Each model is paced to its requests and input tokens a minute (a sliding window, kept across restarts).
+- A model is planned only if its budget holds the person's steering (the characters of goal.md and the open
+  tasks that every prompt carries) and room for code besides.
 - What can succeed is retried: 5xx, 408 and network errors with backoff, a per-minute 429 after its
   retryDelay, a refused feature once without it. A run may make `requests_per_run` requests.
 - Files under `state`: usage.json (the ledger: per Pacific day and model, requests, tokens, kinds of
@@ -50,6 +52,7 @@ CHARS_PER_TOKEN = 3       # budgets are in estimated tokens: characters of all t
 MARGIN = 4 / 3            # such estimates undercount code by up to a third: a prompt, a third larger, must fit
 FOLD_TOKENS = 500         # room kept in each budget for the answer instruction folded into a prompt
 USEFUL_BUDGET = 4_000     # a model whose minute takes a smaller prompt than this is not planned
+STEERING_ROOM = 2_000     # tokens a prompt needs besides the person's goal and tasks: rules, the log's end, code
 WINDOW = 61.0             # seconds: the sliding window of the per-minute limits, with a second for the time a
                           # request takes to reach the API (booked as it leaves, counted there as it arrives)
 TRANSIENT_TRIES = 3       # tries of one model on 500/502/503/504/408 and network errors
@@ -140,7 +143,7 @@ class Gateway:
         self.backoff, self.max_wait, self.linger = backoff, max_wait, linger
         self.said = say
         self.lock = threading.RLock()
-        self.run, self.stopped, self.server, self.url = None, None, None, None
+        self.run, self.stopped, self.server, self.url, self.steering = None, None, None, None, 0
 
     def check_settings(self, upstream, key, models):
         """A ValueError saying which setting to fix, when one cannot work."""
@@ -150,6 +153,10 @@ class Gateway:
             raise ValueError(f"GEMINI_API_BASE is not a usable URL: {upstream!r}")
         if not models:
             raise ValueError("GEMINI_MODEL names no model: list one or more, best first, separated by commas")
+        for model in models:
+            if not re.fullmatch(r"[A-Za-z0-9][\w.-]*", model):
+                raise ValueError(f"GEMINI_MODEL: {model!r} is not a model's name (letters, digits, dots, dashes: "
+                                 "python fallback.py --models lists them)")
 
     # --- the keeper's side ----------------------------------------------------------------------
     def start(self):
@@ -168,9 +175,11 @@ class Gateway:
             self.server.shutdown()
             self.server.server_close()
 
-    def open_run(self):
-        """Plan the next seed run: a token, a model and a budget; or until when to wait; or why to stop."""
+    def open_run(self, steering=0):
+        """Plan the next seed run: a token, a model and a budget; or until when to wait; or why to stop.
+        `steering`: characters of the person's goal and open tasks, which every prompt carries."""
         with self.lock:
+            self.steering = steering // CHARS_PER_TOKEN
             if self.stopped:
                 return {"stop": self.stopped}
             hindrances = []
@@ -229,6 +238,9 @@ class Gateway:
             return "spent", next_pacific_midnight(), f"{model}: daily quota spent ({facts['rpd']} requests)"
         if self.minute_budget(model) < USEFUL_BUDGET:
             return "small", None, f"{model}: takes only {facts['tpm']:,} input tokens a minute"
+        if self.steering and self.budget(model) < self.steering + STEERING_ROOM:
+            return "small", None, (f"{model}: goal.md and the open tasks (~{self.steering:,} tokens) leave no room "
+                                   f"for code in its prompt of {self.budget(model):,} tokens: shorten them")
         wait = self.pace_wait(model, 0) if paced else 0
         if wait > 0:
             return "paced", now + timedelta(seconds=wait), f"{model}: paced to {facts['rpm']} requests a minute"
@@ -238,7 +250,7 @@ class Gateway:
         """A wait until the first model frees up, or a stop when waiting frees none."""
         waits = [(until, why) for kind, until, why in hindrances if kind in ("spent", "paced")]
         if waits:
-            return {"wait_until": min(until for until, _ in waits), "why": "; ".join(why for _, why in waits)}
+            return {"wait_until": min(until for until, _ in waits), "why": "; ".join(why for _, _, why in hindrances)}
         return {"stop": f"no usable model: {'; '.join(why for _, _, why in hindrances)}. "
                         + self.model_help.format(quota=self.quota_path)}
 

@@ -2,8 +2,10 @@
 
 pending_tasks.md is the user's checklist: the keeper adds one task per failure of the code (the same
 failure again counts up in its task), ticks the tasks a landed answer finished, and never touches a
-person's tasks otherwise. iteration_log.md gets one section per iteration. The seed's record of its run is
-read here too, every field checked, since the seed may have been rewritten.
+person's tasks otherwise. Each edit changes only the lines it means to: every other byte stays as it was
+(bytes that are not UTF-8, each line's ending, a missing last line break; see read_tasks). iteration_log.md
+gets one section per iteration. The seed's record of its run is read here too, every field checked, since
+the seed may have been rewritten.
 """
 import hashlib
 import json
@@ -12,6 +14,8 @@ import re
 from .console import describe_changes, redact
 from .settings import (LOG, MAX_FAILURE_TASKS, RECORD, ROOT, TASK_LINES, TASKS, WORK, tail_of, utc_now,
                        write_atomically)
+
+SHOWN_TASKS = 20  # open tasks the seed puts in its prompt (its MAX_TASKS)
 
 
 def failure_mark(kind, output):
@@ -32,51 +36,86 @@ def error_line(output):
     return (errors or lines or [""])[-1][:300]
 
 
+def read_tasks():
+    """pending_tasks.md's lines, split at "\n" alone and each with its own ending ("\r\n", "\n", or none at
+    the end of the file), bytes that are not UTF-8 kept as surrogates: joined and encoded back, the same bytes."""
+    text = TASKS.read_bytes().decode("utf-8", "surrogateescape") if TASKS.exists() else ""
+    return re.findall(r"[^\n]*\n|[^\n]+", text)
+
+
+def write_tasks(lines, edited):
+    """Write read_tasks's lines as edited, if they changed: a line without an ending (one the keeper adds) gets
+    the file's usual one, and the file ends as it did, with a line break or without."""
+    if edited == lines:
+        return
+    text = "".join(lines)
+    eol = "\r\n" if 2 * text.count("\r\n") > text.count("\n") else "\n"
+    edited_text = "".join(line if line.endswith("\n") else line + eol for line in edited)
+    if text and not text.endswith("\n"):
+        edited_text = edited_text.removesuffix(eol)
+    write_atomically(TASKS, edited_text.encode("utf-8", "surrogateescape"))
+
+
 def add_failure_task(headline, output, where, mark):
     """Record a failure as an open task, once: the same failure (same mark) again counts up in its task,
     which says how often, since when and after which snapshot it began. At most MAX_FAILURE_TASKS stay
     open (the oldest go); a person's tasks are never touched."""
     tail = redact(output).strip().splitlines()[-TASK_LINES:]
-    lines = TASKS.read_text("utf-8", "replace").splitlines() if TASKS.exists() else ["# Pending tasks", ""]
+    lines = read_tasks()
+    edited = list(lines) if TASKS.exists() else ["# Pending tasks", ""]
     bracket = re.compile(rf"\[failure {mark}: (\d+) times? since ([^,\]]+), (first after snapshot \w*)\]")
     found = next(((n, m) for n, line in enumerate(lines) if line.startswith("- [ ] ") and (m := bracket.search(line))),
                  None)  # a bracket a person edited no longer matches: the failure then gets a new task
     if found is None:
         detail = [f"      {line[:300]}" for line in tail if line.strip()]
-        lines += [f"- [ ] {redact(headline)} [failure {mark}: 1 time since {utc_now()}, first after "
-                  f"snapshot {where}]"] + detail
+        edited += [f"- [ ] {redact(headline)} [failure {mark}: 1 time since {utc_now()}, first after "
+                   f"snapshot {where}]"] + detail
     else:
         n, match = found
         count = int(match.group(1)) + 1
-        lines[n] = (f"- [ ] {redact(headline)} [failure {mark}: {count} times since {match.group(2)}, "
-                    f"{match.group(3)}] This keeps happening: fix it before anything else.")
-    write_atomically(TASKS, "\n".join(drop_oldest_failures(lines)) + "\n")
+        ending = edited[n][len(edited[n].rstrip("\r\n")):]
+        edited[n] = (f"- [ ] {redact(headline)} [failure {mark}: {count} times since {match.group(2)}, "
+                     f"{match.group(3)}] This keeps happening: fix it before anything else.{ending}")
+    write_tasks(lines, drop_oldest_failures(edited))
 
 
 def remove_failure_task(mark):
     """Take back the open task of a failure that turned out not to be the code's (with its detail lines)."""
-    lines = TASKS.read_text("utf-8", "replace").splitlines() if TASKS.exists() else []
+    lines = read_tasks()
     keep, dropping = [], False
     for line in lines:
         dropping = (line.startswith("- [ ] ") and f"[failure {mark}:" in line) or (dropping and line.startswith("      "))
         if not dropping:
             keep.append(line)
-    if keep != lines:
-        write_atomically(TASKS, "\n".join(keep) + "\n")
+    write_tasks(lines, keep)
 
 
 def tick_tasks(done):
-    """Tick the open tasks a landed answer finished, found by their text: edits made meanwhile are kept."""
-    lines = TASKS.read_text("utf-8", "replace").splitlines() if done and TASKS.exists() else []
+    """Tick the open tasks a landed answer finished, found by their text as seed.py reads it (undecodable
+    bytes replaced, cut at any line break, on one line): edits made meanwhile are kept."""
+    lines = read_tasks() if done else []
     ticked = list(lines)
     for text in done:
         for n, line in enumerate(ticked):
-            match = re.match(r"(\s*[-*] )\[ \] (.*)$", line)
-            if match and one_line(match.group(2)) == text:
-                ticked[n] = f"{match.group(1)}[x] {match.group(2)}"
+            seen = line.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+            match = re.match(r"\s*[-*] \[ \] (.*)", (seen.splitlines() or [""])[0])
+            if match and one_line(match.group(1)) == text:
+                ticked[n] = line.replace("[ ]", "[x]", 1)
                 break
-    if ticked != lines:
-        write_atomically(TASKS, "\n".join(ticked) + "\n")
+    write_tasks(lines, ticked)
+
+
+def steering_size():
+    """Characters every prompt carries from the person: goal.md and the open tasks with their detail lines (the
+    first SHOWN_TASKS, as the seed shows them), so that a model whose prompt cannot hold them is not asked."""
+    tasks = []
+    for line in read_tasks():
+        if re.match(r"\s*[-*] \[ \] ", line):
+            tasks.append(len(line))
+        elif tasks and line.startswith("  ") and line.strip():
+            tasks[-1] += len(line)
+    goal = ROOT / "goal.md"
+    return (goal.stat().st_size if goal.is_file() else 0) + sum(tasks[:SHOWN_TASKS])
 
 
 def drop_oldest_failures(lines):

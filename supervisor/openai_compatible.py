@@ -79,9 +79,9 @@ class OpenAICompatibleGateway(Gateway):
                              "commas (python fallback.py --models lists them)")
 
     # --- which model, and how much may be asked ---------------------------------------------------
-    def open_run(self):
+    def open_run(self, steering=0):
         """Plan the next run once the server has said each model's context; a server not running stops."""
-        return (None if self.stopped else self.ask_contexts()) or super().open_run()
+        return (None if self.stopped else self.ask_contexts()) or super().open_run(steering)
 
     def ask_contexts(self):
         """Ask the server for each context it has not said yet; a plan to stop or wait when it cannot be reached."""

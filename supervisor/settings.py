@@ -3,6 +3,7 @@
 Every part of the keeper imports this; it imports none of them. Settings come from the environment, after
 the workspace's .env is read (real environment variables win), so a value in .env counts everywhere.
 """
+import io
 import json
 import os
 import re
@@ -10,11 +11,42 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent  # the workspace: the folder holding fallback.py
-try:
-    from dotenv import load_dotenv
-    load_dotenv(ROOT / ".env")
-except ImportError:  # fallback.py says how to install it; --help and the like work without it
-    pass
+PROBLEMS = []  # settings that cannot be used, each as one line saying what to fix: fallback.py stops on the first
+
+
+def read_dotenv(path):
+    """Put .env's settings in the environment (real environment variables win). Written by a person, with any
+    editor: a byte-order mark is fine; a file that is not UTF-8 text is a problem said in one line, never raised."""
+    try:
+        from dotenv import load_dotenv
+    except ImportError:  # fallback.py says how to install it; --help and the like work without it
+        return
+    try:
+        text = path.read_bytes().decode("utf-8-sig")
+    except FileNotFoundError:
+        return
+    except (OSError, UnicodeDecodeError) as error:
+        why = getattr(error, "strerror", None) or "not UTF-8 text"
+        PROBLEMS.append(f"cannot read .env ({why}): save it as UTF-8 text, one NAME=value a line")
+        return
+    load_dotenv(stream=io.StringIO(text))
+
+
+def number(name, default, least, kind=int):
+    """A numeric setting from the environment; a value that is not a number, or below `least`, is a problem."""
+    text = os.environ.get(name, "").strip().replace("_", "")
+    try:
+        value = kind(text) if text else default
+        if value >= least:
+            return value
+    except ValueError:
+        pass
+    PROBLEMS.append(f"{name}={os.environ[name]!r} is not a {'whole ' if kind is int else ''}number of at least "
+                    f"{least}: fix it in .env or the environment (the default is {default:g})")
+    return default
+
+
+read_dotenv(ROOT / ".env")
 
 BACKUPS = ROOT / "backups"
 INDEX = BACKUPS / "index.json"          # the snapshots, which are known good, the iteration count
@@ -36,7 +68,8 @@ TASKS = ROOT / "pending_tasks.md"
 CONTRACT = "tests/test_seed.py"         # the seed's contract: run by the gate when the seed changed
 TEST_SUPPORT = ["tests/conftest.py", "tests/fake_gemini.py"]  # what the contract needs beside it
 KEEPER_TESTS = [CONTRACT, "tests/test_fallback.py", "tests/test_gateway.py", "tests/test_openai_compatible.py",
-                "tests/test_report.py", "tests/test_sandbox.py", "tests/test_terrarium.py"]  # every one tests/ ships
+                "tests/test_report.py", "tests/test_sandbox.py", "tests/test_tasks_file.py",
+                "tests/test_terrarium.py"]  # every one tests/ ships
 GUARDED = ["fallback.py", "iteration_log.md", "report.html", ".env", ".env.example", "README.md",
            "requirements.txt", ".gitignore", ".ci/run", *TEST_SUPPORT, *KEEPER_TESTS]  # never the codebase's
 STEERING = ["goal.md", "pending_tasks.md"]  # the user's to edit at any time: never snapshotted or restored
@@ -45,18 +78,21 @@ NOT_CODE = {".git", "backups", ".seed", "bench", "demo", "docs", "supervisor", "
 GATE_TESTS_LEFT_OUT = set(KEEPER_TESTS) - {CONTRACT}  # the keeper's own tests are slow and not the model's
 GATE_TIMEOUT = 300      # seconds for each of the gate's subprocesses (the import check, then pytest)
 LIMITS = {              # on the seed and the gate's children; a run that hits one fails like a crash
-    "RLIMIT_AS": int(os.environ.get("SEED_MEMORY_MB", 4096)) << 20,    # memory (address space)
-    "RLIMIT_CPU": int(os.environ.get("SEED_CPU_SECONDS", 600)),         # CPU seconds
-    "RLIMIT_FSIZE": int(os.environ.get("SEED_FILE_MB", 64)) << 20,     # the largest file it may write
-    "RLIMIT_NOFILE": int(os.environ.get("SEED_OPEN_FILES", 1024)),      # open files
+    "RLIMIT_AS": number("SEED_MEMORY_MB", 4096, 1) << 20,    # memory (address space)
+    "RLIMIT_CPU": number("SEED_CPU_SECONDS", 600, 1),         # CPU seconds
+    "RLIMIT_FSIZE": number("SEED_FILE_MB", 64, 1) << 20,     # the largest file it may write
+    "RLIMIT_NOFILE": number("SEED_OPEN_FILES", 1024, 16),      # open files
 }
-KEEP_LAST = int(os.environ.get("BACKUPS_KEEP", 100))  # snapshots kept besides genesis, one a day, known good
+KEEP_LAST = number("BACKUPS_KEEP", 100, 1)  # snapshots kept besides genesis, one a day, known good
 KEEP_GOOD = max(3, KEEP_LAST // 10)     # the newest known-good snapshots always kept: the walk-back's steps
-PROMPT_TOKENS = int(os.environ.get("SEED_PROMPT_TOKENS", 60_000))  # the largest prompt, in estimated tokens
+PROMPT_TOKENS = number("SEED_PROMPT_TOKENS", 60_000, 1_000)  # the largest prompt, in estimated tokens
 SANDBOX_REQUIRED = os.environ.get("SEED_SANDBOX", "") == "require"  # refuse to run the model's code unconfined
-REQUESTS_PER_RUN = int(os.environ.get("SEED_REQUESTS_PER_RUN", 1))  # a rewritten seed cannot spend the day
-BACKOFF = float(os.environ.get("SEED_BACKOFF", 2))  # seconds before the gateway's first retry after a 5xx
-FAULT_PAUSE = float(os.environ.get("SEED_FAULT_PAUSE", 300))  # first wait after a fault from outside the code
+if os.environ.get("SEED_SANDBOX", "").strip() not in ("", "require"):
+    PROBLEMS.append(f"SEED_SANDBOX={os.environ['SEED_SANDBOX']!r}: the one value it takes is  require  (or leave it "
+                    "unset for the best confinement this machine has)")
+REQUESTS_PER_RUN = number("SEED_REQUESTS_PER_RUN", 1, 1)  # a rewritten seed cannot spend the day
+BACKOFF = number("SEED_BACKOFF", 2.0, 0, float)  # seconds before the gateway's first retry after a 5xx
+FAULT_PAUSE = number("SEED_FAULT_PAUSE", 300.0, 0, float)  # first wait after a fault from outside the code
 MAX_FAILURE_TASKS = 10  # open failure tasks kept in pending_tasks.md; a person's tasks are never dropped
 DRY_SPELL = 10          # iterations in a row that land nothing (waits aside) before it is called a stall
 OUTPUT_TAIL = 64_000    # bytes of a child's output kept; the rest is read and dropped

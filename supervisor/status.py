@@ -91,12 +91,13 @@ def list_models():
         print(redact(f"fallback: cannot reach {base}: {error}"), file=sys.stderr)
         return EX_UNAVAILABLE
     chosen = [m.strip() for m in os.environ.get("GEMINI_MODEL", "").split(",") if m.strip()]
+    used, mark = (chosen, "yes") if chosen else ([m.strip() for m in DEFAULT_MODELS.split(",")], "default")
     print(f"{'model':<34} {'input tokens':>12} {'output tokens':>13}  in GEMINI_MODEL")
     for model in models:
         name = str(model.get("name", "")).removeprefix("models/")
         if "generateContent" in model.get("supportedGenerationMethods", []):
             print(f"{name:<34} {model.get('inputTokenLimit', 0):>12,} {model.get('outputTokenLimit', 0):>13,}  "
-                  f"{'yes' if name in chosen else ''}")
+                  f"{mark if name in used else ''}")
     if not chosen:
         print(f"GEMINI_MODEL is not set: the default list is used ({DEFAULT_MODELS})")
     return 0

@@ -303,12 +303,34 @@ def test_a_missing_key_stops_before_anything_runs(workspace, env, gemini):
     (lambda root: (root / "goal.md").unlink(), "goal.md is missing or empty"),
     (lambda root: (root / "goal.md").write_text("  \n"), "goal.md is missing or empty"),
     (lambda root: (root / "backups").write_text("a file where the folder should be"), "cannot write in"),
+    (lambda root: (root / ".env").write_text("SEED_MEMORY_MB=4 GB\n"), "SEED_MEMORY_MB='4 GB' is not a whole number"),
+    (lambda root: (root / ".env").write_text("SEED_REQUESTS_PER_RUN=0\n"), "SEED_REQUESTS_PER_RUN='0' is not"),
+    (lambda root: (root / ".env").write_text("SEED_FAULT_PAUSE=5m\n"), "SEED_FAULT_PAUSE='5m' is not a number"),
+    (lambda root: (root / ".env").write_text("SEED_SANDBOX=required\n"), "the one value it takes is  require"),
+    (lambda root: (root / ".env").write_text("GEMINI_MODEL=x\n", "utf-16"), "cannot read .env (not UTF-8 text)"),
 ])
 def test_a_setup_mistake_stops_with_one_line_that_says_what_to_fix(workspace, env, gemini, mistake, says):
     mistake(workspace)
     done = run_fallback(workspace, env, "--iterations", "1")
     assert done.returncode == 78 and gemini.requests == []
     assert done.stdout == "" and len(done.stderr.strip().splitlines()) == 1 and says in done.stderr
+    assert run_fallback(workspace, env, "--help").returncode == 0  # whatever the mistake, the help is there
+
+
+@pytest.mark.parametrize("dotenv, works", [
+    (b"\xef\xbb\xbfGEMINI_API_KEY=%s\n", True),  # saved by Notepad: a byte-order mark first
+    (b"GEMINI_API_KEY='%s\n", False),  # a quote left open
+])
+def test_a_key_in_dotenv_is_read_as_an_editor_saves_it_or_said_unreadable(workspace, env, gemini, dotenv, works):
+    del env["GEMINI_API_KEY"]
+    (workspace / ".env").write_bytes(dotenv % KEY.encode())
+    gemini.reply(api.answer([("a.py", "a = 1\n")]))
+    done = run_fallback(workspace, env, "--iterations", "1")
+    if works:
+        assert done.returncode == 0 and outcomes(workspace) == ["landed: 1 file(s) changed"], done.stderr
+    else:
+        assert done.returncode == 78 and "GEMINI_API_KEY in .env could not be read" in done.stderr
+        assert gemini.requests == [] and KEY not in done.stdout + done.stderr
 
 
 def test_started_from_another_folder_it_works_on_its_own(workspace, env, gemini, tmp_path):
@@ -908,6 +930,23 @@ def test_the_keepers_own_memory_damaged_is_forgotten_and_the_loop_goes_on(worksp
     done = run_fallback(workspace, env, "--iterations", "1")
     assert done.returncode == 0 and "Traceback" not in done.stdout + done.stderr, done.stderr
     assert outcomes(workspace) == ["landed: 1 file(s) changed"] and len(gemini.requests) == 1
+
+
+@pytest.mark.parametrize("steer", [
+    lambda root: (root / "goal.md").write_text("- a line of the spec about tagging, search and export\n" * 800),
+    lambda root: (root / "pending_tasks.md").write_text("# Pending tasks\n\n- [ ] " + "do it all " * 100_000 + "\n"),
+], ids=["a goal of 43 KB", "a task of 1 MB"])
+def test_a_goal_or_task_too_big_for_the_model_is_said_and_costs_nothing(workspace, env, gemini, steer):
+    env.update(GEMINI_MODEL="gemma-4-26b-a4b-it", GEMINI_LIMITS="gemma-4-26b-a4b-it=30/16000/1500")
+    gemini.reply(api.answer([("a.py", "a = 1\n")]))
+    assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
+    steer(workspace)
+    done = run_fallback(workspace, env, "--iterations", "1")
+    assert done.returncode == 78 and len(gemini.requests) == 1  # nothing sent that could not succeed
+    assert re.search(r"stopped: .*gemma-4-26b-a4b-it: goal.md and the open tasks \(~[\d,]+ tokens\) leave no room for "
+                     r"code in its prompt of [\d,]+ tokens: shorten them", done.stdout)
+    assert outcomes(workspace) == ["landed: 1 file(s) changed", "stopped: configuration error"]
+    assert (workspace / "a.py").exists() and "[failure" not in (workspace / "pending_tasks.md").read_text()
 
 
 def test_a_model_that_keeps_the_seed_past_its_time_walks_nothing_back(workspace, env, gemini):

@@ -196,6 +196,29 @@ def test_a_day_whose_requests_the_ledger_counted_is_skipped_without_asking(gatew
     assert upstream.models_asked() == [FLASH]
 
 
+def test_a_model_whose_prompt_cannot_hold_the_persons_goal_and_tasks_is_not_planned(gateway, upstream):
+    upstream.reply(api.answer(NOTES))
+    goal = 50_000 * 3  # characters of goal.md and the open tasks: about 50,000 tokens
+    assert gateway([GEMMA, FLASH], prompt_tokens=100_000).open_run(goal)["model"] == FLASH
+    stop = gateway([GEMMA]).open_run(goal)["stop"]
+    assert f"{GEMMA}: goal.md and the open tasks (~50,000 tokens) leave no room for code" in stop
+    assert "shorten them" in stop
+    gw = gateway([FLASH, GEMMA], limits=f"{FLASH}=5/250000/1", prompt_tokens=100_000)
+    plan = gw.open_run(goal)
+    assert plan["model"] == FLASH and ask(gw, plan["token"]).status_code == 200
+    gw.close_run(plan["token"])
+    spent = gw.open_run(goal)  # Flash's day is spent and Gemma cannot take the goal: wait for Flash, and say why
+    assert spent["wait_until"] == next_pacific_midnight() and "goal.md and the open tasks" in spent["why"]
+    assert gateway([GEMMA]).open_run(3_000)["model"] == GEMMA  # a goal of a few lines: Gemma as before
+    assert upstream.models_asked() == [FLASH]
+
+
+@pytest.mark.parametrize("name", ["../../../etc/passwd", "gemini-3.5-flash?key=x#", "models/gemini-3.5-flash"])
+def test_a_model_name_that_is_not_one_is_a_setting_to_fix(gateway, name):
+    with pytest.raises(ValueError, match="is not a model's name"):
+        gateway([name])
+
+
 def test_network_errors_do_not_spend_the_day(gateway, state):
     closed = socket.create_server(("127.0.0.1", 0))
     unreachable = f"http://127.0.0.1:{closed.getsockname()[1]}"

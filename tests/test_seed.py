@@ -43,7 +43,8 @@ def test_an_answer_is_written_recorded_and_its_tasks_named_not_ticked(workspace,
     body = request["body"]
     assert body["generationConfig"]["responseMimeType"] == "application/json"
     assert {"tasks", "files"} <= set(body["generationConfig"]["responseSchema"]["required"])
-    assert "backups/" in body["systemInstruction"]["parts"][0]["text"]  # the keeper's paths, told to the model
+    rules = body["systemInstruction"]["parts"][0]["text"]
+    assert "backups/" in rules and "150 lines" in rules  # the keeper's paths and the seed's size, told to the model
 
 
 def test_unsafe_paths_are_refused_and_the_rest_written(workspace, env, gemini, tmp_path):
