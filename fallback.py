@@ -162,8 +162,9 @@ def settle_failure(number, index, start, seed_ran, failure, session, result):
     mark = journal.failure_mark(*failure)
     if not seed_ran and (start["good"] or failure[0] == session["world"] or result["record"]["asking"]):
         return blame_the_world(number, index, start, failure, session, result)  # asking: the model kept it waiting
-    roll_back(index, start, seed_ran, number, session["bad"], result)
     session["suspect"] = None if seed_ran else {"kind": failure[0], "mark": mark, "home": start}
+    keep_suspicion(session)  # before the walk-back: a keeper stopped during it must not keep it
+    roll_back(index, start, seed_ran, number, session["bad"], result)
     if seed_ran and failure[0].startswith(("import check", "tests")) and \
             journal.failure_mark(*(gate.run_checks(gate.touches_seed(result["changes"])) or ("", ""))) == mark:
         return wait_for_the_world(failure, session, result)
@@ -184,7 +185,7 @@ def blame_the_world(number, index, start, failure, session, result):
         session["bad"].discard(home["id"])
         journal.remove_failure_task(suspect["mark"])
     terrarium.sync_work()
-    session.update(world=failure[0], suspect={**(suspect or {}), "kind": failure[0], "home": home})
+    session.update(world=failure[0], suspect=None)  # no walk-back is left to undo
     result.update(kept=kept["id"], restored=home["id"])
     if result["record"]["asking"] and not start["good"]:
         return wait_for_the_world(failure, session, result, "the model still had the run's request when it ended")
@@ -299,8 +300,8 @@ def supervise(args, index, gateway):
                 show_phase("")
             dry = note_dry_spell(index, result, dry, session["bad"])
             try:
-                keep_suspicion(session)
                 journal.log_iteration(index["iteration"], result, time.monotonic() - began)
+                keep_suspicion(session)
                 snap.prune(index)
             except OSError as error:
                 say(f"cannot write the log or backups/ ({error}): {what_to_free(error)}")
@@ -418,7 +419,10 @@ def check_setup(need_key=True, writes=True):
     if PROBLEMS:
         return PROBLEMS[0]
     if need_key and not os.environ.get("GEMINI_API_KEY", "").strip() and not os.environ.get("OPENAI_BASE_URL"):
-        if "GEMINI_API_KEY" in (ROOT / ".env").read_text("utf-8", "replace") if (ROOT / ".env").is_file() else "":
+        dotenv = (ROOT / ".env").read_text("utf-8", "replace") if (ROOT / ".env").is_file() else ""
+        if re.search(r"^[ \t]*(export[ \t]+)?GEMINI_API_KEY[ \t]*=[ \t]*\S", dotenv, re.M):
+            if "GEMINI_API_KEY" in os.environ:
+                return "GEMINI_API_KEY is set but empty in the environment, which wins over .env: unset it"
             return "GEMINI_API_KEY in .env could not be read: write it as one line,  GEMINI_API_KEY=your-key"
         return ("GEMINI_API_KEY is not set: copy .env.example to .env and put your key in it "
                 "(a free key: https://aistudio.google.com/apikey)")
@@ -578,5 +582,6 @@ if __name__ == "__main__":
     except BrokenPipeError:  # the reader went away (python fallback.py --status | head): nothing left to say
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(1)
-    except PermissionError as error:  # a command by hand in a folder it may not write
-        sys.exit(config_error(f"cannot write {error.filename} ({error.strerror}): make the folder writable"))
+    except PermissionError as error:  # a command by hand in a folder it may not write, or read
+        sys.exit(config_error(f"{error.filename or 'a file'}: {error.strerror or error}: check the folder's "
+                              "permissions"))

@@ -52,7 +52,8 @@ CHARS_PER_TOKEN = 3       # budgets are in estimated tokens: characters of all t
 MARGIN = 4 / 3            # such estimates undercount code by up to a third: a prompt, a third larger, must fit
 FOLD_TOKENS = 500         # room kept in each budget for the answer instruction folded into a prompt
 USEFUL_BUDGET = 4_000     # a model whose minute takes a smaller prompt than this is not planned
-STEERING_ROOM = 2_000     # tokens a prompt needs besides the person's goal and tasks: rules, the log's end, code
+STEERING_ROOM = 5_000     # tokens a prompt needs besides the person's goal and tasks: the seed's rules and the
+                          # log's end (about 2,000), and room for a few files of code
 WINDOW = 61.0             # seconds: the sliding window of the per-minute limits, with a second for the time a
                           # request takes to reach the API (booked as it leaves, counted there as it arrives)
 TRANSIENT_TRIES = 3       # tries of one model on 500/502/503/504/408 and network errors
@@ -239,8 +240,9 @@ class Gateway:
         if self.minute_budget(model) < USEFUL_BUDGET:
             return "small", None, f"{model}: takes only {facts['tpm']:,} input tokens a minute"
         if self.steering and self.budget(model) < self.steering + STEERING_ROOM:
-            return "small", None, (f"{model}: goal.md and the open tasks (~{self.steering:,} tokens) leave no room "
-                                   f"for code in its prompt of {self.budget(model):,} tokens: shorten them")
+            capped = " (or raise SEED_PROMPT_TOKENS)" if self.budget(model) == self.prompt_tokens else ""
+            return "steering", None, (f"{model}: goal.md and the open tasks (~{self.steering:,} tokens) leave no room "
+                                      f"for code in its prompt of {self.budget(model):,} tokens: shorten them{capped}")
         wait = self.pace_wait(model, 0) if paced else 0
         if wait > 0:
             return "paced", now + timedelta(seconds=wait), f"{model}: paced to {facts['rpm']} requests a minute"
@@ -251,8 +253,9 @@ class Gateway:
         waits = [(until, why) for kind, until, why in hindrances if kind in ("spent", "paced")]
         if waits:
             return {"wait_until": min(until for until, _ in waits), "why": "; ".join(why for _, _, why in hindrances)}
-        return {"stop": f"no usable model: {'; '.join(why for _, _, why in hindrances)}. "
-                        + self.model_help.format(quota=self.quota_path)}
+        models_to_fix = any(kind != "steering" for kind, _, _ in hindrances)
+        return {"stop": f"no usable model: {'; '.join(why for _, _, why in hindrances)}."
+                        + (" " + self.model_help.format(quota=self.quota_path) if models_to_fix else "")}
 
     def choose(self, run, tokens, tried):
         """The model to ask: the run's, else the first in the list not tried, spent or gone, that the prompt fits."""

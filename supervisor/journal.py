@@ -112,10 +112,10 @@ def steering_size():
     for line in read_tasks():
         if re.match(r"\s*[-*] \[ \] ", line):
             tasks.append(len(line))
-        elif tasks and line.startswith("  ") and line.strip():
+        elif tasks and line.startswith("  ") and line.strip() and tasks[-1] < 2_000:  # the seed's cap on detail
             tasks[-1] += len(line)
     goal = ROOT / "goal.md"
-    return (goal.stat().st_size if goal.is_file() else 0) + sum(tasks[:SHOWN_TASKS])
+    return (len(goal.read_text("utf-8", "replace")) if goal.is_file() else 0) + sum(tasks[:SHOWN_TASKS])
 
 
 def drop_oldest_failures(lines):

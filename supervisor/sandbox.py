@@ -49,7 +49,7 @@ import sys
 from collections import namedtuple
 
 # --- settings ---------------------------------------------------------------------------------
-REQUIRE = os.environ.get("SEED_SANDBOX", "") == "require"  # refuse to run the model's code unconfined
+REQUIRE = os.environ.get("SEED_SANDBOX", "").strip() == "require"  # refuse to run the model's code unconfined
 SYSTEM_LINUX = ["/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/opt", "/proc", "/sys",
                 "/dev/random", "/dev/urandom"]  # read and execute; not all of /dev: raw disks, as root
 SYSTEM_MACOS = ["/usr", "/bin", "/sbin", "/System", "/Library", "/opt", "/private/etc", "/private/var/db",

@@ -86,7 +86,7 @@ LIMITS = {              # on the seed and the gate's children; a run that hits o
 KEEP_LAST = number("BACKUPS_KEEP", 100, 1)  # snapshots kept besides genesis, one a day, known good
 KEEP_GOOD = max(3, KEEP_LAST // 10)     # the newest known-good snapshots always kept: the walk-back's steps
 PROMPT_TOKENS = number("SEED_PROMPT_TOKENS", 60_000, 1_000)  # the largest prompt, in estimated tokens
-SANDBOX_REQUIRED = os.environ.get("SEED_SANDBOX", "") == "require"  # refuse to run the model's code unconfined
+SANDBOX_REQUIRED = os.environ.get("SEED_SANDBOX", "").strip() == "require"  # refuse to run the model's code unconfined
 if os.environ.get("SEED_SANDBOX", "").strip() not in ("", "require"):
     PROBLEMS.append(f"SEED_SANDBOX={os.environ['SEED_SANDBOX']!r}: the one value it takes is  require  (or leave it "
                     "unset for the best confinement this machine has)")

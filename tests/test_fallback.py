@@ -292,10 +292,11 @@ def test_a_spent_day_waits_for_the_reset_without_retrying(workspace, env, gemini
 
 def test_a_missing_key_stops_before_anything_runs(workspace, env, gemini):
     del env["GEMINI_API_KEY"]
+    shutil.copy(REPO / ".env.example", workspace / ".env")  # the README's set-up, before the key is put in
     done = run_fallback(workspace, env, "--iterations", "1")
     assert done.returncode == 78
     assert done.stdout == "" and len(done.stderr.strip().splitlines()) == 1
-    assert "GEMINI_API_KEY" in done.stderr and ".env" in done.stderr
+    assert "GEMINI_API_KEY is not set" in done.stderr and "https://aistudio.google.com/apikey" in done.stderr
     assert gemini.requests == [] and not (workspace / "backups" / "index.json").exists()
 
 
@@ -947,6 +948,30 @@ def test_a_goal_or_task_too_big_for_the_model_is_said_and_costs_nothing(workspac
                      r"code in its prompt of [\d,]+ tokens: shorten them", done.stdout)
     assert outcomes(workspace) == ["landed: 1 file(s) changed", "stopped: configuration error"]
     assert (workspace / "a.py").exists() and "[failure" not in (workspace / "pending_tasks.md").read_text()
+
+
+def test_a_persons_edit_during_a_wait_for_the_world_is_never_walked_back(workspace, env, gemini):
+    env["SEED_FAULT_PAUSE"] = "3"
+    gemini.reply(api.answer([("a.py", "a = 1\n")])).reply(api.answer([]))
+    assert run_fallback(workspace, env, "--iterations", "2").returncode == 0  # a.py lands, then is proven good
+    env["SEED_MEMORY_MB"] = "20"
+    keeper = subprocess.Popen([sys.executable, "fallback.py", "--delay", "0", "--iterations", "2"], cwd=workspace,
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for(lambda: len(outcomes(workspace)) == 3, seconds=60)  # the first wait for the world has begun
+    (workspace / "c.py").write_text("c = 'a person fixing things'\n")
+    out, err = keeper.communicate(timeout=120)
+    assert keeper.returncode == 0 and "Traceback" not in err, err
+    assert [o.split(" until")[0] for o in outcomes(workspace)[2:]] == ["waiting", "waiting"]
+    assert (workspace / "c.py").exists() and (workspace / "a.py").exists()
+
+
+def test_a_task_whose_detail_the_seed_shows_in_part_does_not_keep_a_small_model_from_being_asked(workspace, env,
+                                                                                                  gemini):
+    env.update(GEMINI_MODEL="gemma-4-26b-a4b-it", GEMINI_LIMITS="gemma-4-26b-a4b-it=30/16000/1500")
+    (workspace / "pending_tasks.md").write_text("# Pending tasks\n\n- [ ] tidy\n" + "  a long detail line\n" * 2_000)
+    gemini.reply(api.answer([("a.py", "a = 1\n")]))
+    done = run_fallback(workspace, env, "--iterations", "1")
+    assert done.returncode == 0 and outcomes(workspace) == ["landed: 1 file(s) changed"], done.stdout
 
 
 def test_a_model_that_keeps_the_seed_past_its_time_walks_nothing_back(workspace, env, gemini):

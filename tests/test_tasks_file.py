@@ -6,8 +6,8 @@ import sys
 
 import fake_gemini as api
 
-# CRLF, a byte that is not UTF-8 (\xe9), a form feed and a NEL (\x85) in a person's note, no final line break
-PERSONS = (b"# Pending tasks\r\n\r\n- [ ] keep the notes tidy\r\n  see page\x0c2 of the manual,\x85 then tidy\r\n"
+# CRLF, bytes that are not UTF-8 (\xe9, \x85), a form feed and a NEL (\xc2\x85) in a person's note, no final line break
+PERSONS = (b"# Pending tasks\r\n\r\n- [ ] keep the notes tidy\r\n  see page\x0c2 of the manual,\x85 then\xc2\x85tidy\r\n"
            b"- [ ] add a caf\xe9 mode\r\n- [ ] a person's last idea")
 DOES_NOT_COMPILE = [("calc.py", "def add(a, b:\n    return a + b\n")]
 
