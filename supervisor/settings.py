@@ -87,7 +87,7 @@ KEEP_LAST = number("BACKUPS_KEEP", 100, 1)  # snapshots kept besides genesis, on
 KEEP_GOOD = max(3, KEEP_LAST // 10)     # the newest known-good snapshots always kept: the walk-back's steps
 PROMPT_TOKENS = number("SEED_PROMPT_TOKENS", 60_000, 1_000)  # the largest prompt, in estimated tokens
 SANDBOX_REQUIRED = os.environ.get("SEED_SANDBOX", "").strip() == "require"  # refuse to run the model's code unconfined
-if os.environ.get("SEED_SANDBOX", "").strip() not in ("", "require"):
+if not SANDBOX_REQUIRED and os.environ.get("SEED_SANDBOX", "").strip():
     PROBLEMS.append(f"SEED_SANDBOX={os.environ['SEED_SANDBOX']!r}: the one value it takes is  require  (or leave it "
                     "unset for the best confinement this machine has)")
 REQUESTS_PER_RUN = number("SEED_REQUESTS_PER_RUN", 1, 1)  # a rewritten seed cannot spend the day

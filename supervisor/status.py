@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from .console import redact
 from .gateway import pacific_day
 from .models import DEFAULT_MODELS
-from .openai_compatible import backend_from_env, list_models as local_models
+from .openai_compatible import backend_from_env, list_models as local_models, names
 from .settings import BACKUPS, EX_CONFIG, EX_UNAVAILABLE, INDEX, LOG, QUOTA, TASKS, USAGE, load_json
 from .snapshots import load_index
 
@@ -90,8 +90,8 @@ def list_models():
     except (urllib.error.URLError, OSError, ValueError) as error:
         print(redact(f"fallback: cannot reach {base}: {error}"), file=sys.stderr)
         return EX_UNAVAILABLE
-    chosen = [m.strip() for m in os.environ.get("GEMINI_MODEL", "").split(",") if m.strip()]
-    used, mark = (chosen, "yes") if chosen else ([m.strip() for m in DEFAULT_MODELS.split(",")], "default")
+    chosen = names(os.environ.get("GEMINI_MODEL", ""))
+    used, mark = (chosen, "yes") if chosen else (names(DEFAULT_MODELS), "default")
     print(f"{'model':<34} {'input tokens':>12} {'output tokens':>13}  in GEMINI_MODEL")
     for model in models:
         name = str(model.get("name", "")).removeprefix("models/")
