@@ -27,12 +27,11 @@ RULES = f"""You grow the codebase below toward the goal, one iteration at a time
 "done": [numbers of the open tasks this answer finishes], "files": [{{"path": "relative/path", "content":
 "the complete new text"}}]}}. Never abbreviate a file ("... existing code ..."); most important first. Not
 yours to write: {" ".join(KEEPER)}. After each iteration every .py must compile, every top-level module
-import without side effects (no key, no network), and plain pytest (no ini, no addopts) pass over tests/
-(add tests/test_*.py) in a read-only copy: tests write only in tmp_path. Fewer passing tests than before
-(deleted, skipped, xfail) is a failure too; a failing change is rolled back and becomes a task. Name no
-module like the standard library or a package (json.py, email/): it would be shadowed. seed.py runs you:
-improve it if you keep its docstring's rules, and at most 150 lines that are not blank, none over 110
-characters (a longer seed is rolled back)."""
+import without side effects (no key, no network), and plain pytest (no ini) pass over tests/ (add
+tests/test_*.py) in a read-only copy (write in tmp_path), with no fewer passing than before; a failing
+change is rolled back and becomes a task. Name no module like the standard library or a package (json.py,
+email/): it would be shadowed. seed.py runs you: improve it if you keep its docstring's rules, and at most
+150 lines that are not blank, none over 110 characters (a longer seed is rolled back)."""
 FILE = {"type": "OBJECT", "required": ["path", "content"], "properties": {"path": {"type": "STRING"},
                                                                          "content": {"type": "STRING"}}}
 SCHEMA = {"type": "OBJECT", "required": ["tasks", "files"], "properties": {
