@@ -45,7 +45,7 @@ from supervisor import (demo, export, gate, journal, openai_compatible, report a
 from supervisor.untrusted import Untrusted  # noqa: E402
 from supervisor.console import redact, report, say, show_phase, start_status_line, summary  # noqa: E402
 from supervisor.settings import (BACKOFF, BACKUPS, DRY_SPELL, EX_CONFIG, EX_UNAVAILABLE, FAULT_PAUSE,  # noqa: E402
-                                 GUARDED, LOCK, LOG, NOT_CODE, PROBLEMS, PROMPT_TOKENS, REQUESTS_PER_RUN,
+                                 FULL_GATE_EVERY, GUARDED, LOCK, LOG, NOT_CODE, PROBLEMS, PROMPT_TOKENS, REQUESTS_PER_RUN,
                                  RESTORING, SANDBOX_REQUIRED, STEERING, SUSPICION, UNDER_WAY, WORK, load_json,
                                  save_json, write_atomically)
 
@@ -68,7 +68,7 @@ def run_iteration(number, index, args, session, gateway):
     try:
         code, output = run_seed(args.timeout, gateway, plan)
         result = {"confinement": CONFINEMENT.text, "refusals": refusals(output), "changes": [], "not_landed": []}
-        failure = take_and_judge(code, output, start, gateway.close_run(plan["token"]), shown, result)
+        failure = take_and_judge(code, output, start, gateway.close_run(plan["token"]), shown, result, index)
     except KeyboardInterrupt:
         session["interrupted"] = journal.account(journal.read_record(b""), gateway.close_run(plan["token"], linger=0),
                                                  shown)
@@ -109,7 +109,7 @@ def run_seed(timeout, gateway, plan):
     return terrarium.run_bounded(terrarium.python("seed.py"), env, timeout, rules, watch=show_seed_progress)
 
 
-def take_and_judge(code, output, start, use, shown, result):
+def take_and_judge(code, output, start, use, shown, result, index):
     """Take what the run left into the object store (read without links, bounded: the working copy is the model's)
     and judge that: None if it passes, else (why it failed, the output that shows it). `result` gets the record,
     the candidate's files and changes, and the number of the model's tests that pass."""
@@ -119,7 +119,7 @@ def take_and_judge(code, output, start, use, shown, result):
     except Untrusted as why:
         result.setdefault("record", journal.account(journal.read_record(b""), use, shown))
         return f"{gate.Failure.UNTRUSTED.value}: {why}", ""
-    return judge(code, result, output, start)
+    return judge(code, result, output, start, index)
 
 
 def refusals(output):
@@ -165,8 +165,9 @@ def land(number, index, start, result):
     landed = {rel: sha for rel, sha in {**snap.files_of(start), **plan}.items() if sha}
     entry = snap.snapshot(index, "landed", number, files=landed)  # the new known-good candidate; the report's "after"
     if result.get("passing") is not None:
-        entry["passing"] = result["passing"]  # the ratchet's count for changes that start from here
-        snap.save_index(index)
+        entry["passing"] = result["passing"]  # the ratchet's counts for changes that start from here
+    index["partial_landings"] = 0 if result.get("tests_ran") == gate.EVERY_TEST else index.get("partial_landings", 0) + 1
+    snap.save_index(index)
     journal.tick_tasks(result["record"]["done"])
     result["outcome"] = f"landed: {len(plan)} file(s) changed"
 
@@ -248,7 +249,7 @@ def is_kind(failure, kind):
     return failure[0].startswith(kind.value)
 
 
-def judge(code, result, output, start):
+def judge(code, result, output, start, index):
     """None if this run passes, else (why it failed, the output that shows it)."""
     if code is None:
         return ("seed.py timed out and was killed with its children", output)
@@ -263,7 +264,9 @@ def judge(code, result, output, start):
         return ("the gateway refused seed.py's request", f"{output}\n{record['reason']}")
     if not result["changes"]:
         return None
-    failure, result["passing"] = gate.gate(result["changes"], result["files"], start.get("passing"))
+    before = start.get("passing") if isinstance(start.get("passing"), dict) else None
+    full = index["partial_landings"] >= FULL_GATE_EVERY if "partial_landings" in index else True
+    failure, result["passing"], result["tests_ran"] = gate.gate(result["changes"], result["files"], before, full)
     return failure
 
 

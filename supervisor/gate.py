@@ -1,7 +1,7 @@
 """gate: the checks a change must pass to land. They judge the captured candidate, never the moment.
 
-The candidate's changed .py files must compile (here, from the bytes captured: compiling runs nothing). When a
-.py changed, the candidate is laid out in .seed/judged/ (terrarium.judged_copy), which the checks may read but
+The candidate's changed .py files must compile (here, from the bytes captured: compiling runs nothing). Then
+the candidate is laid out in .seed/judged/ (terrarium.judged_copy), which the checks may read but
 not write, and one confined child with no key and no way to the gateway imports the codebase's top-level
 modules, then runs pytest over tests/ (the model's tests, and the seed's contract when the seed or a module it
 imports changed) under the keeper's configuration: `-c /dev/null`, so no pytest.ini, setup.cfg, tox.ini,
@@ -10,6 +10,12 @@ from what the keeper's own plugin in that child reports, test by test, through a
 an exit code): a child that ends early, collects nothing where tests exist, or reports fewer tests than it
 collected, fails. And the tests are a ratchet: fewer of the model's tests passing than at the landed state the
 change started from is a failure, "tests removed".
+
+The checks run as a cascade, cheap and likely failures first: compile; import; the test files the change can
+affect (selection.py), failing at the first failure; then the rest of the suite, unless the selection is sound
+to stand alone. Every test runs when the seed changed (with its contract), when the selection cannot be sound,
+when the counts of the state the change started from are not known, and at least every SEED_FULL_GATE_EVERY
+landings (the cadence is the caller's: `full`).
 """
 import ast
 import json
@@ -19,8 +25,9 @@ import sys
 import threading
 from enum import Enum
 
+from . import selection
 from .console import show_phase
-from .settings import CONTRACT, GATE_TESTS_LEFT_OUT, GATE_TIMEOUT, JUDGED, ROOT
+from .settings import CONTRACT, GATE_TIMEOUT, JUDGED, ROOT
 from .snapshots import object_path
 from .terrarium import clean_env, judged_copy, policy, run_bounded
 
@@ -63,6 +70,7 @@ if tests:
     sys.exit(code)
 """  # one child: the modules import, then pytest runs over the tests (one interpreter start-up, not two)
 IMPORT_FAILED = 97
+EVERY_TEST = "all test files"  # what a gate ran: these, or how many of the test files
 FACTS_BYTES = 8 << 20  # the most of the plugin's report read (about 80,000 tests)
 
 
@@ -78,24 +86,26 @@ class Failure(str, Enum):
     UNTRUSTED = "the run left what the keeper does not take"
 
 
-def gate(changes, files, passing_before=None):
-    """(None when the candidate passes, else (what failed, its output); the number of the model's tests that pass,
-    or None when none ran). `files`: the candidate's {path: sha256}, its objects stored; `passing_before`: the
-    number at the landed state the change started from, when known (the ratchet)."""
+def gate(changes, files, before=None, full=False):
+    """(None when the candidate passes, else (what failed, its output); {test file: how many of its tests pass} for
+    the model's tests, or None when none is known; which ran: EVERY_TEST, or how many of the test files). `files`: the candidate's {path: sha256}, its
+    objects stored; `before`: the same counts at the landed state the change started from, when known (the
+    ratchet); `full`: run every test even where a selection would be sound (the cadence). A change of any file
+    is checked: a data file can break a test that reads it."""
     show_phase("checking: the changed .py files compile")
     broken = [compile_error(rel, files[rel]) for rel, kind, *_ in changes if rel.endswith(".py") and kind != "deleted"]
     if any(broken):
-        return (Failure.COMPILE.value, "\n".join(b for b in broken if b)), None
-    if not any(rel.endswith(".py") for rel, *_ in changes):
-        return None, passing_before
-    failure, passing = run_checks(files, touches_seed(changes, files))
-    if passing is None:
-        return failure, passing_before
-    if not failure and passing_before is not None and passing < passing_before:
-        failure = (f"{Failure.TESTS_REMOVED.value}: {passing_before} passing before, {passing} now",
-                   "A change may rename or rewrite tests, never lower the number that pass (deleted, emptied, "
+        return (Failure.COMPILE.value, "\n".join(b for b in broken if b)), None, None
+    selected = None if full or before is None else changes
+    failure, ran, which = run_checks(files, touches_seed(changes, files), selected)
+    if ran is None:
+        return failure, before, which
+    passing = {**{test: count for test, count in (before or {}).items() if test in files}, **ran}
+    if not failure and before is not None and sum(passing.values()) < sum(before.values()):
+        failure = (f"{Failure.TESTS_REMOVED.value}: {sum(before.values())} passing before, {sum(passing.values())} "
+                   "now", "A change may rename or rewrite tests, never lower the number that pass (deleted, emptied, "
                    "skipped or expected to fail).")
-    return failure, passing
+    return failure, passing, which
 
 
 def touches_seed(changes, files):
@@ -103,24 +113,30 @@ def touches_seed(changes, files):
     return bool({rel for rel, *_ in changes} & seed_and_its_modules(files))
 
 
-def run_checks(files, contract):
+def run_checks(files, contract, changes=None):
     """(None when the candidate's top-level modules import and pytest passes over tests/ (with the seed's contract
-    if asked), else (what failed, its output); how many of the model's tests passed). The code runs in a child of
-    the terrarium, in the judged copy it may not write, with no key and no way to the API."""
+    if asked), else (what failed, its output); {test file: how many of its tests passed}; which ran:
+    EVERY_TEST, or how many of the test files). With `changes`, the tests they can affect run first, and alone when that selection is sound and the
+    seed's contract is not asked. The code runs in a child of the terrarium, in the judged copy it may not
+    write, with no key and no way to the API."""
     judged_copy(files)
     modules = [rel[:-3] for rel in files if rel.endswith(".py") and "/" not in rel and rel[:-3].isidentifier()]
     modules += [rel.split("/")[0] for rel in files if re.fullmatch(r"[A-Za-z_]\w*/__init__\.py", rel)]
+    every = sorted(rel for rel in files if re.fullmatch(r"tests/(.*/)?test_[^/]*\.py", rel))
+    first, sound = selection.affected(every, changes, files) if changes is not None and not contract else (every, False)
     contract = [CONTRACT] if contract and (ROOT / CONTRACT).is_file() else []  # as judged_copy lays it out
-    tests = sorted(rel for rel in [*files, *contract] if re.fullmatch(r"tests/(.*/)?test_[^/]*\.py", rel)
-                   and rel not in GATE_TESTS_LEFT_OUT)
-    show_phase(f"checking: {len(modules)} module(s) import, pytest over {len(tests)} test file(s)")
+    tests = first if sound else [*first, *contract, *(rel for rel in every if rel not in first)]
+    show_phase(f"checking: {len(modules)} module(s) import, pytest over {len(tests)} of {len(every) + len(contract)} "
+               "test file(s)")
     facts, (code, output) = listen(lambda fd: run_bounded(
         [sys.executable, "-P", "-c", CHECKS, str(JUDGED), str(fd), *modules, "--", *tests],
         clean_env(GEMINI_API_BASE="http://127.0.0.1:9", PYTEST_DISABLE_PLUGIN_AUTOLOAD="1"),
         GATE_TIMEOUT, policy(own_servers=True, judged=JUDGED), cwd=JUDGED, pass_fds=(fd,)))
+    which = EVERY_TEST if len(tests) == len(every) + len(contract) else \
+        f"{len(tests)} of {len(every)} test files, those this change can affect"
     if not any("imported" in fact for fact in facts):
-        return (Failure.IMPORT_TIMEOUT.value if code is None else Failure.IMPORT.value, output), None
-    return verdict(facts, code, output, tests, expected_tests(files, tests))
+        return (Failure.IMPORT_TIMEOUT.value if code is None else Failure.IMPORT.value, output), None, which
+    return (*verdict(facts, code, output, tests, expected_tests(files, tests)), which)
 
 
 def verdict(facts, code, output, tests, expected):
@@ -129,7 +145,10 @@ def verdict(facts, code, output, tests, expected):
     outcomes = {fact["test"]: fact["outcome"] for fact in facts if "test" in fact and fact["outcome"] != "passed"}
     outcomes.update({fact["test"]: "passed" for fact in facts if fact.get("when") == "call"
                      and fact["outcome"] == "passed" and fact["test"] not in outcomes})
-    passing = sum(1 for test, outcome in outcomes.items() if outcome == "passed" and not test.startswith(CONTRACT))
+    passing = {rel: 0 for rel in tests if rel != CONTRACT}
+    for test, outcome in outcomes.items():
+        if outcome == "passed" and test.split("::")[0] in passing:
+            passing[test.split("::")[0]] += 1
     if not tests:
         return None, None
     if code is None:

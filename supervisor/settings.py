@@ -68,7 +68,7 @@ LOG = ROOT / "iteration_log.md"
 TASKS = ROOT / "pending_tasks.md"
 CONTRACT = "tests/test_seed.py"         # the seed's contract: run by the gate when the seed changed
 TEST_SUPPORT = ["tests/conftest.py", "tests/fake_gemini.py"]  # what the contract needs beside it
-KEEPER_TESTS = [CONTRACT, "tests/test_attacks.py", "tests/test_fallback.py", "tests/test_gateway.py", "tests/test_openai_compatible.py",
+KEEPER_TESTS = [CONTRACT, "tests/test_attacks.py", "tests/test_cascade.py", "tests/test_fallback.py", "tests/test_gateway.py", "tests/test_openai_compatible.py",
                 "tests/test_report.py", "tests/test_sandbox.py", "tests/test_tasks_file.py",
                 "tests/test_terrarium.py"]  # every one tests/ ships
 GUARDED = ["fallback.py", "iteration_log.md", "report.html", ".env", ".env.example", "README.md",
@@ -77,6 +77,7 @@ STEERING = ["goal.md", "pending_tasks.md"]  # the user's to edit at any time: ne
 NOT_CODE = {".git", "backups", ".seed", "bench", "demo", "docs", "supervisor", "__pycache__", ".pytest_cache",
             "node_modules", ".venv", "venv"}  # folders that are not the codebase
 GATE_TESTS_LEFT_OUT = set(KEEPER_TESTS) - {CONTRACT}  # the keeper's own tests are slow and not the model's
+FULL_GATE_EVERY = number("SEED_FULL_GATE_EVERY", 10, 1)  # landings on a selection of the tests before all run again
 GATE_TIMEOUT = 300      # seconds for each of the gate's subprocesses (the import check, then pytest)
 LIMITS = {              # on the seed and the gate's children; a run that hits one fails like a crash
     "RLIMIT_AS": number("SEED_MEMORY_MB", 4096, 1) << 20,    # memory (address space)

@@ -210,7 +210,7 @@ def test_tests_are_a_ratchet_removed_emptied_or_skipped_is_rolled_back_and_a_ren
                                    "rolled back: tests removed: 2 passing before, 1 now",
                                    "landed: 3 file(s) changed"]  # the last: the same tests, moved to another file
     log = (workspace / "iteration_log.md").read_text()
-    assert log.count("- Tests: 2 of the model's pass") == 2
+    assert log.count("- Tests: 2 of the model's pass;") == 2
     assert "was rolled back: tests removed: 2 passing before, " in \
         (workspace / "pending_tasks.md").read_text()
 

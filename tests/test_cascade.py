@@ -1,0 +1,65 @@
+"""The cascade gate, end to end through `python fallback.py`: the test files a change can affect run first, and
+alone when that selection is sound; every test runs when it is not, when the seed changed, and at least every
+SEED_FULL_GATE_EVERY landings; no change that breaks a test lands."""
+import re
+
+import fake_gemini as api
+from conftest import load_keeper
+from test_fallback import outcomes, run_fallback
+
+CODEBASE = [("a.py", "def one():\n    return 1\n"),
+            ("b.py", "from a import one\n\n\ndef two():\n    return one() + 1\n"),
+            ("c.py", "def three():\n    return 3\n"),
+            ("data.txt", "ok\n"),
+            ("tests/test_a.py", "from a import one\n\n\ndef test_one():\n    assert one() == 1\n"),
+            ("tests/test_b.py", "from b import two\n\n\ndef test_two():\n    assert two() == 2\n"),  # a, through b
+            ("tests/test_c.py", "from c import three\n\n\ndef test_three():\n    assert three() == 3\n"),
+            ("tests/test_dyn.py", "import importlib\n\n\ndef test_dyn():\n"  # imports what it names at run time
+                                  "    assert importlib.import_module('c').three() == 3\n"),
+            ("tests/test_data.py", "import pathlib\n\n\ndef test_data():\n"  # reads a file
+                                   "    assert (pathlib.Path(__file__).parent.parent / 'data.txt').read_text() "
+                                   "in ('ok\\n', 'ok \\n')\n")]
+
+
+def lines_about_tests(root):
+    return re.findall(r"^- Tests: (.*)$", (root / "iteration_log.md").read_text(), re.M)
+
+
+def test_a_change_runs_the_tests_it_can_affect_and_every_test_when_it_must(workspace, env, gemini):
+    gemini.reply(api.answer(CODEBASE))
+    gemini.reply(api.answer([("a.py", "def one():\n    return 1  # the same\n")]))    # a: test_a, test_b; test_dyn
+    gemini.reply(api.answer([("c.py", "def three():\n    return 3  # the same\n")]))  # c: test_c; test_dyn
+    gemini.reply(api.answer([("data.txt", "ok \n")]))                                  # data: test_data; test_dyn
+    gemini.reply(api.answer([("a.py", "def one():\n    return 2\n")]))               # breaks test_b, through b
+    gemini.reply(api.answer([("c.py", "def three():\n    return 3  # again\n")]))
+    env["SEED_FULL_GATE_EVERY"] = "3"
+    done = run_fallback(workspace, env, "--iterations", "6", timeout=180)
+    assert done.returncode == 0, done.stderr
+    assert outcomes(workspace) == ["landed: 9 file(s) changed", "landed: 1 file(s) changed",
+                                   "landed: 1 file(s) changed", "landed: 1 file(s) changed",
+                                   "rolled back: tests failed", "landed: 1 file(s) changed"]
+    assert lines_about_tests(workspace) == [
+        "5 of the model's pass; the gate ran all test files",
+        "5 of the model's pass; the gate ran 3 of 5 test files, those this change can affect",
+        "5 of the model's pass; the gate ran 2 of 5 test files, those this change can affect",
+        "5 of the model's pass; the gate ran 2 of 5 test files, those this change can affect",
+        "0 of the model's pass; the gate ran all test files",  # three landings on a selection: all again, failing fast
+        "5 of the model's pass; the gate ran all test files"]
+    assert "def test_two" in (workspace / "pending_tasks.md").read_text() or "test_b.py" in \
+        (workspace / "pending_tasks.md").read_text()
+
+
+def test_a_changed_seed_or_conftest_runs_every_test(workspace, env, gemini):
+    gemini.reply(api.answer(CODEBASE))
+    seed = (workspace / "seed.py").read_text()
+    gemini.reply(api.answer([("seed.py", seed.replace('"""seed: one', '"""seed: just one', 1))]))
+    done = run_fallback(workspace, env, "--iterations", "2", timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert outcomes(workspace) == ["landed: 9 file(s) changed", "landed: 1 file(s) changed"]
+    assert lines_about_tests(workspace) == ["5 of the model's pass; the gate ran all test files"] * 2
+    selection = load_keeper("selection")
+    files = {rel: load_keeper("snapshots").store_object(text.encode()) for rel, text in CODEBASE}
+    tests = [rel for rel, _ in CODEBASE if rel.startswith("tests/")]
+    assert selection.affected(tests, [("tests/sub/conftest.py", "new", 1, 0)], files) == (tests, False)
+    assert selection.affected(tests, [("c.py", "changed", 1, 1)], files) == (["tests/test_c.py", "tests/test_dyn.py"],
+                                                                               True)
