@@ -26,6 +26,7 @@ from .console import SECRETS, say
 from .settings import (CONTRACT, GUARDED, LANDING, LIMITS, LOG, NOT_CODE, OUTPUT_TAIL, ROOT, RUNNING,
                        SANDBOX_REQUIRED, SCRATCH, STEERING, TEST_SUPPORT, WORK, load_json, tail_of,
                        write_atomically)
+from .settings import source_of  # --goal FILE: the goal.md a run is given
 from .snapshots import manifest, object_path, remove_empty_parents, stays_inside, store_object
 
 PROVIDED = [*STEERING, *TEST_SUPPORT, CONTRACT]  # read by the seed and the gate
@@ -54,7 +55,7 @@ def tidy_work():
     """Refresh what the run reads and take away what is not the codebase's (the keeper's files, caches);
     the keeper's files a run wrote there, which never land."""
     written = [rel for rel in PROVIDED if read(WORK / rel) != provided.get(rel)]
-    provided.update({rel: read(ROOT / rel) for rel in PROVIDED}, **{"iteration_log.md": tail_of(LOG, LOG_SHOWN)})
+    provided.update({rel: read(source_of(rel)) for rel in PROVIDED}, **{"iteration_log.md": tail_of(LOG, LOG_SHOWN)})
     for rel, data in provided.items():
         if data is None:
             (WORK / rel).unlink(missing_ok=True)
