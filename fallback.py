@@ -72,7 +72,7 @@ from supervisor.settings import (BACKOFF, BACKUPS, DRY_SPELL, EX_CONFIG, EX_UNAV
                                  GUARDED, LOCK, LOG, NOT_CODE, PROBLEMS, PROMPT_TOKENS, RECORD, REQUESTS_PER_RUN,
                                  RESTORING, SANDBOX_REQUIRED, STEERING, SUSPICION, UNDER_WAY, WORK, load_json,
                                  save_json, write_atomically)
-from supervisor.gateway import CHARS_PER_TOKEN, STEERING_ROOM  # noqa: E402
+from supervisor.gateway import CHARS_PER_TOKEN  # noqa: E402
 from supervisor.settings import NAMED, source_of  # noqa: E402
 
 CONFINEMENT = sandbox.probe()  # what this machine can confine the model's code with, said once and in every log
@@ -128,12 +128,11 @@ def wait_or_stop(plan, gateway):
 
 
 def too_big_for_every_model(gateway):
-    """One line when goal.md and the open tasks leave no model room for code in its prompt, else None: said once,
+    """One line when goal.md and the open tasks are what keeps every model from being asked, else None: said once,
     not per model, with advice that can work for the backend in use."""
-    tokens = journal.steering_size() // CHARS_PER_TOKEN
-    largest = max(gateway.budget(model) for model in gateway.models)
-    if largest >= tokens + STEERING_ROOM:
+    if not all((gateway.hindrance(model) or ("",))[0] == "steering" for model in gateway.models):
         return None
+    tokens, largest = journal.steering_size() // CHARS_PER_TOKEN, max(map(gateway.budget, gateway.models))
     more = "" if not gateway.local else ", or raise SEED_PROMPT_TOKENS" if largest == PROMPT_TOKENS else \
         ", or give the model a longer context (docs/local-models.md)"
     return (f"goal.md and the open tasks (~{tokens:,} tokens) leave no room for code in any model's prompt (the "
@@ -537,12 +536,14 @@ def steering_problem():
         except OSError as error:
             return f"cannot read {name} ({error.strerror or error}): check its permissions"
         except UnicodeDecodeError as error:
-            line = error.object[:error.start].count(b"\n") + 1
-            return f"{name} is not UTF-8 text (line {line}): save it as UTF-8 text"
+            if rel == "goal.md" or b"\0" in error.object:  # a person's tasks may hold any bytes, kept as they are
+                line = error.object[:error.start].count(b"\n") + 1
+                return f"{name} is not UTF-8 text (line {line}): save it as UTF-8 text"
+            text = error.object.decode("utf-8", "replace")
         if rel == "goal.md" and not text.strip():
             return f"{name} is missing or empty: write in it what you want grown (a few lines are enough)"
-        odd = re.search(r"[\x00-\x08\x0b\x0e-\x1f\x7f]", text)
-        if odd and rel == "goal.md":  # tasks may hold a failure's output, colour codes and all (never shown raw)
+        odd = re.search(r"[\x00-\x08\x0b\x0e-\x1f\x7f]" if rel == "goal.md" else "\0", text)
+        if odd:  # tasks may hold a failure's output, colour codes and all (never shown raw): only NUL is binary
             return (f"{name} holds a control character ({odd[0]!r}, line {text[:odd.start()].count(chr(10)) + 1}): "
                     "it should be plain text; is it a binary file?")
     tokens = journal.steering_size() // CHARS_PER_TOKEN
@@ -603,12 +604,12 @@ def restore_by_hand(index, wanted):
     entry = snap.find_snapshot(index, wanted)
     if entry is None:
         return config_error(f"there is no snapshot {wanted!r}: see  python fallback.py --list-backups")
+    SUSPICION.unlink(missing_ok=True)  # the person chose this state: no walk-back of the loop's is left to undo
     if (snap.current(index) or {}).get("digest") == entry["digest"]:
         print(f"the codebase is already as snapshot {entry['id']} holds it: nothing to restore")
         return 0
     kept = snap.snapshot(index, "by hand", index["iteration"])
     snap.restore(entry)
-    SUSPICION.unlink(missing_ok=True)  # the person chose this state: no walk-back of the loop's is left to undo
     print(f"restored snapshot {entry['id']}; the codebase as it was is kept as backups/{kept['id']} "
           f"(undo with  python fallback.py --restore {kept['id']})")
     return 0

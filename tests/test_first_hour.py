@@ -76,9 +76,9 @@ def test_a_missing_package_is_one_line_even_for_help(workspace, env, gemini, how
     (lambda root: (root / "goal.md").write_bytes(b"PK\x03\x04\x14\x00\x00\x00\x08\x00"), "goal.md holds a control"),
     (lambda root: (root / "goal.md").write_text("# Goal\n\nGrow \x1b[31mnotes\n"), "goal.md holds a control "
                                                                                    "character ('\\x1b', line 3)"),
-    (lambda root: (root / "pending_tasks.md").write_bytes(b"- [ ] caf\xe9\n"), "pending_tasks.md is not UTF-8 text"),
+    (lambda root: (root / "pending_tasks.md").write_bytes(b"- [ ] ship\x00\x00\x01"), "pending_tasks.md holds a control"),
     (lambda root: (root / "goal.md").write_text("- grow it\n" * 400), "more than the largest prompt (~1,000)"),
-], ids=["utf-16", "latin-1", "binary", "escape codes", "tasks in latin-1", "over the prompt's cap"])
+], ids=["utf-16", "latin-1", "binary", "escape codes", "binary tasks", "over the prompt's cap"])
 def test_a_goal_or_tasks_no_prompt_should_carry_stop_before_a_request(workspace, env, gemini, steer, says):
     env["SEED_PROMPT_TOKENS"] = "1000"
     steer(workspace)
@@ -211,3 +211,46 @@ def test_model_on_the_command_line_names_a_local_servers_model(workspace, env, g
     del env["OPENAI_BASE_URL"]
     bad = run_fallback(workspace, env, "--iterations", "1", "--model", "gemini-3.5-flash,not a name!")
     assert bad.returncode == 78 and "GEMINI_MODEL: 'not a name!' is not a model's name" in bad.stderr
+
+
+# --- 9: the report ----------------------------------------------------------------------------------
+GOAL_IN_MARKDOWN = ("# Notes <script>alert('goal')</script>\n\nA **small** note keeper, `notes.py`:\n\n- add a note\n"
+                    "- find *notes* <img src=x onerror=alert(1)>\n\n```\nprint('<b>')\n```\n")
+
+
+def test_the_report_renders_the_goals_markdown_escaped_and_without_script(workspace, env, gemini):
+    (workspace / "goal.md").write_text(GOAL_IN_MARKDOWN)
+    gemini.reply(api.answer([("a.py", "a = 1\n")]))
+    assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
+    page = (workspace / "report.html").read_text()
+    goal = page[page.index('<section id="goal">'):page.index("</section>")]
+    for part in ("<h3>Notes &lt;script&gt;alert(&#x27;goal&#x27;)&lt;/script&gt;</h3>", "<strong>small</strong>",
+                 "<code>notes.py</code>", "<li>add a note</li>", "<em>notes</em> &lt;img src=x",
+                 "<pre><code>print(&#x27;&lt;b&gt;&#x27;)</code></pre>"):
+        assert part in goal, part
+    assert "<script" not in page and "<img" not in page and "# Notes" not in goal
+
+
+def test_the_report_shows_the_last_step_explains_its_columns_and_dates_one_day_once(workspace, env, gemini):
+    gemini.reply(api.answer([("a.py", "a = 1\n")])).reply(api.answer([("b.py", "b = 1\nc = 2\n")]))
+    assert run_fallback(workspace, env, "--iterations", "2").returncode == 0
+    page = (workspace / "report.html").read_text()
+    lines = re.findall(r'<path class="line" d="([^"]+)"', page)
+    assert len(lines) == 3
+    for d in lines:
+        *_, (step, _) = re.findall(r"H([\d.]+)V([\d.]+)", d)  # the last landing's step: inside the chart
+        assert float(step) < 340, d
+    assert "<b>wasted</b>: requests that brought nothing that landed" in page
+    [chart] = re.findall(r'<figcaption><code>gemini-3\.5-flash</code>.*?</svg>', page, re.S)
+    day = re.search(r"Pacific days, \d{4}-(\d\d-\d\d) to", page)[1]
+    assert chart.count(f">{day}</text>") == 1
+
+
+def test_a_model_the_backend_does_not_know_gets_no_quota_on_the_page(workspace, env, gemini):
+    env["GEMINI_MODEL"] = "gemini-3.5-flsh"
+    gemini.reply(api.model_gone("gemini-3.5-flsh"))
+    run_fallback(workspace, env, "--iterations", "1")
+    assert run_fallback(workspace, env, "--report").returncode == 0
+    page = (workspace / "report.html").read_text()
+    [chart] = re.findall(r'<figcaption><code>gemini-3\.5-flsh</code>.*?</svg>', page, re.S)
+    assert "1 request(s)</figcaption>" in chart and "quota" not in chart
