@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .models import Models
-from .settings import write_atomically
+from .settings import NAMED, write_atomically
 
 # --- settings ---------------------------------------------------------------------------------
 FULL_CARDS = 200   # newest iterations shown in full (tasks, files, reason, output, diff); older ones as one row each
@@ -340,7 +340,7 @@ def daily_quotas(root, names):
 
 
 def render_page(root, sections, snapshots, counts, pairs, diffs, ledger, quotas):
-    now, goal = now_state(sections, snapshots, pairs, counts), root / "goal.md"
+    now, goal = now_state(sections, snapshots, pairs, counts), NAMED.get("goal.md", root / "goal.md")  # --goal's
     body = [render_goal(goal.read_text("utf-8", "replace") if goal.exists() else ""),
             render_glance(sections, ledger, counts.get(now["id"]) if now else None, now),
             render_growth(sections, snapshots, counts),

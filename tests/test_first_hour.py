@@ -197,6 +197,7 @@ def test_goal_and_model_on_the_command_line_count_for_one_run(workspace, env, ge
     assert gemini.models_asked() == ["gemini-2.5-flash-lite"]
     assert "A tiny calculator, calc.py." in gemini.prompts()[0] and "note keeper" not in gemini.prompts()[0]
     assert "note keeper" in (workspace / "goal.md").read_text()  # goal.md is left as it is
+    assert "A tiny calculator, calc.py." in (workspace / "report.html").read_text()  # the page shows the one used
     gemini.reply(api.answer([("b.py", "b = 1\n")]))
     assert run_fallback(workspace, env, "--iterations", "1").returncode == 0  # and the next run is as .env says
     assert gemini.models_asked()[-1] == "gemini-3.5-flash" and "note keeper" in gemini.prompts()[-1]
@@ -254,3 +255,18 @@ def test_a_model_the_backend_does_not_know_gets_no_quota_on_the_page(workspace, 
     page = (workspace / "report.html").read_text()
     [chart] = re.findall(r'<figcaption><code>gemini-3\.5-flsh</code>.*?</svg>', page, re.S)
     assert "1 request(s)</figcaption>" in chart and "quota" not in chart
+
+
+# --- 8: the README is a door ---------------------------------------------------------------------------
+def test_the_readme_is_short_and_every_option_it_shows_is_in_help(workspace, env):
+    readme = (REPO / "README.md").read_text()
+    assert len(readme.splitlines()) <= 150
+    shown = set(re.findall(r"(?<![\w-])--[a-z][a-z-]+", readme))
+    for page in (REPO / "docs").glob("*.md"):  # the reference's options of fallback.py, too
+        shown |= {flag for line in page.read_text().splitlines() if "fallback.py" in line or "| `--" in line
+                  for flag in re.findall(r"(?<![\w-])--[a-z][a-z-]+", line) if not flag.startswith("--steps")}
+    helped = run_fallback(workspace, env, "--help").stdout
+    assert shown and {flag for flag in shown if not re.search(rf"(?<![\w-]){flag}\b", helped)} == set()
+    assert "python -m pytest -q tests" in readme  # CI runs the README's test command
+    for link in re.findall(r"\]\((docs/[^)#]+)\)", readme):
+        assert (REPO / link).is_file() or link == "docs/local-models.md", link  # another branch brings that one
