@@ -360,7 +360,7 @@ def supervise(args, index, gateway):
                 return EX_CONFIG
             if args.iterations == 0 or done < args.iterations:
                 pause(result, args.delay)
-            elif result.get("wait_until"):  # the last iteration asked for: no wait follows, but its reason is said
+            elif result.get("wait_until"):  # the last of --iterations N: no wait follows, but its reason is said
                 say(f"the next iteration would wait: {result['reason']}")
         return 0
     except KeyboardInterrupt:
@@ -694,7 +694,9 @@ def main(argv=None):
 
 if __name__ == "__main__":
     try:
-        sys.exit(main())
+        CODE = main()
+        sys.stdout.flush()  # here, where a reader gone away is caught, and not at exit
+        sys.exit(CODE)
     except BrokenPipeError:  # the reader went away (python fallback.py --status | head) having read what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(0)

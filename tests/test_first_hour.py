@@ -159,7 +159,12 @@ def test_restoring_the_state_you_are_at_says_so_and_keeps_no_copy(workspace, env
     assert json.loads((workspace / "backups" / "index.json").read_text()) == index
 
 
-def test_status_read_by_head_exits_0(workspace, env):
+@pytest.mark.parametrize("buffered", [True, False])
+def test_status_read_by_head_exits_0(workspace, env, buffered):
+    if buffered:  # as usual: the output is written at exit
+        env.pop("PYTHONUNBUFFERED", None)
+    else:
+        env["PYTHONUNBUFFERED"] = "1"
     for _ in range(3):  # the reader goes away before a line is written
         reader = subprocess.Popen([sys.executable, "fallback.py", "--status"], cwd=workspace, env=env,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
