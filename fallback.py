@@ -501,7 +501,7 @@ def check_setup(need_key=True, writes=True):
     if os.name != "posix":
         return "fallback.py needs Linux or macOS (on Windows, run it inside WSL)"
     if PROBLEMS:
-        return PROBLEMS[0]
+        return PROBLEMS[0] + (f" ({len(PROBLEMS) - 1} more after this one)" if len(PROBLEMS) > 1 else "")
     if need_key and not os.environ.get("GEMINI_API_KEY", "").strip() and not os.environ.get("OPENAI_BASE_URL"):
         dotenv = (ROOT / ".env").read_text("utf-8", "replace") if (ROOT / ".env").is_file() else ""
         if re.search(r"^[ \t]*(export[ \t]+)?GEMINI_API_KEY[ \t]*=[ \t]*\S", dotenv, re.M):

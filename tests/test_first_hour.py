@@ -89,9 +89,12 @@ def test_a_goal_or_tasks_no_prompt_should_carry_stop_before_a_request(workspace,
     ("GEMINI_MODEL='gemini-2.5-flash-lite\nSEED_BACKOFF=0.01\n", ".env line 1 (GEMINI_MODEL=…) cannot be read: its "
                                                                 "quote is not closed"),
     ("# models\n\nGEMINI_MODEL=\"gemini-2.5-flash-lite\n", ".env line 3 (GEMINI_MODEL=…) cannot be read"),
-    ("SEED_BACKOFF=0.01\nthis is not a setting\n", ".env line 2 cannot be read: write it as NAME=value"),
+    ("SEED_BACKOFF=0.01\nthis is not a setting\n", ".env line 2 cannot be read: write it as NAME=value (or start "
+                                                  "it with # to keep it as a comment)\n"),
+    ("A B\nC D\nE F\n", ".env line 1 cannot be read: write it as NAME=value (or start it with # to keep it as a "
+                        "comment) (2 more after this one)\n"),
     ("SEED_BACKOFF=0.01\nAIzaSyPASTEDALONE0123456789abcdefghijklmn\n", ".env line 2 cannot be read"),
-], ids=["unclosed quote", "unclosed quote after a comment", "not a setting", "a key pasted alone"])
+], ids=["unclosed quote", "unclosed quote after a comment", "not a setting", "three lines", "a key pasted alone"])
 def test_each_dotenv_line_that_does_not_parse_is_said_with_its_line(workspace, env, gemini, dotenv, says):
     (workspace / ".env").write_text(dotenv)
     done = run_fallback(workspace, env, "--iterations", "1")
