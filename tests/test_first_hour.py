@@ -2,7 +2,6 @@
 command line, the report and the README, end to end (`python fallback.py` in a copy of the workspace).
 """
 import json
-import os
 import re
 import shutil
 import subprocess
