@@ -31,8 +31,8 @@ def check_interpreter():
     """What this Python lacks, as one line saying how to fix it, or None. This file up to here runs on 3.8+:
     an older Python must be told so, never left to fail at the first newer line and blame the code."""
     if sys.version_info[:2] < (3, 11):
-        return ("fallback.py needs Python 3.11 or newer, and this is %d.%d: run it with a newer one, e.g.  "
-                "python3.12 fallback.py  (Ubuntu 22.04:  sudo apt install python3.11, then  python3.11 fallback.py)"
+        return ("fallback.py needs Python 3.11 or newer, and this is %d.%d: run it with a newer one (Ubuntu 22.04:  "
+                "sudo apt install python3.11 python3.11-venv, then the README's set-up with python3.11 for python3)"
                 % sys.version_info[:2])
     missing = [name for name in PACKAGES if importlib.util.find_spec(name) is None]
     if missing:
