@@ -15,16 +15,40 @@ then the loop waits. Every iteration is logged in iteration_log.md and report.ht
 supervisor/; this file is the loop and the command line. Needs Linux or macOS.
 """
 import sys
-from os.path import dirname, realpath
+from os.path import basename, dirname, realpath
 
 # Nothing the model writes is imported in place of the standard library: a json.py of its own in this
 # folder must not shadow the real json, here or in any process started from here (see terrarium.python).
 sys.path[:] = [p for p in sys.path if realpath(p or ".") != dirname(realpath(__file__))]
 
-import argparse  # noqa: E402  (every import comes after the line above)
+import importlib.util  # noqa: E402  (every import comes after the line above)
+
+VERSION = "2026.11"
+PACKAGES = ("requests", "dotenv", "pytest")  # requirements.txt's, by the names they are imported as
+
+
+def check_interpreter():
+    """What this Python lacks, as one line saying how to fix it, or None. This file up to here runs on 3.8+:
+    an older Python must be told so, never left to fail at the first newer line and blame the code."""
+    if sys.version_info[:2] < (3, 11):
+        return ("fallback.py needs Python 3.11 or newer, and this is %d.%d: run it with a newer one (Ubuntu 22.04:  "
+                "sudo apt install python3.11 python3.11-venv, then the README's set-up with python3.11 for python3)"
+                % sys.version_info[:2])
+    missing = [name for name in PACKAGES if importlib.util.find_spec(name) is None]
+    if missing:
+        return "missing Python packages (%s): run  %s -m pip install -r requirements.txt" % (
+            ", ".join("python-dotenv" if name == "dotenv" else name for name in missing), basename(sys.executable))
+    return None
+
+
+UNFIT = check_interpreter()
+if UNFIT:  # said before anything imports what may be missing, even for --help
+    print("fallback: " + UNFIT, file=sys.stderr)
+    sys.exit(78)
+
+import argparse  # noqa: E402
 import errno  # noqa: E402
 import fcntl  # noqa: E402
-import importlib.util  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import re  # noqa: E402
@@ -43,11 +67,14 @@ SPEC.loader.exec_module(sys.modules["supervisor"])
 from supervisor import (demo, export, gate, journal, openai_compatible, report as page,  # noqa: E402
                         sandbox, snapshots as snap, status, terrarium)
 from supervisor.untrusted import Untrusted  # noqa: E402
-from supervisor.console import redact, report, say, show_phase, start_status_line, summary  # noqa: E402
+from supervisor.console import (redact, report, say, show_iteration, show_phase, start_status_line,  # noqa: E402
+                                summary)
 from supervisor.settings import (BACKOFF, BACKUPS, DRY_SPELL, EX_CONFIG, EX_UNAVAILABLE, FAULT_PAUSE,  # noqa: E402
                                  FULL_GATE_EVERY, GUARDED, LOCK, LOG, NOT_CODE, PROBLEMS, PROMPT_TOKENS, REQUESTS_PER_RUN,
                                  RESTORING, SANDBOX_REQUIRED, STEERING, SUSPICION, UNDER_WAY, WORK, load_json,
                                  save_json, write_atomically)
+from supervisor.gateway import CHARS_PER_TOKEN  # noqa: E402
+from supervisor.settings import NAMED, source_of  # noqa: E402
 
 CONFINEMENT = sandbox.probe()  # what this machine can confine the model's code with, said once and in every log
 SEED_KEEPER = " ".join(GUARDED + STEERING + sorted(f"{folder}/" for folder in NOT_CODE))  # not the seed's to write
@@ -58,13 +85,13 @@ def run_iteration(number, index, args, session, gateway):
     """Ask the gateway for a model, run the seed once, gate what it wrote, land it or roll back."""
     plan = gateway.open_run(journal.steering_size())
     if "token" not in plan:
-        return wait_or_stop(plan)
-    show_phase(f"#{number}: snapshot of the codebase", restart=True)
+        return wait_or_stop(plan, gateway)
+    show_phase("snapshot of the codebase", restart=True)
     start = snap.snapshot(index, "before" if index["snapshots"] else "genesis", number)
     terrarium.sync_work(snap.files_of(start))
     shown = journal.open_tasks()  # as the seed numbers them: the answer's "done" counts in these
     write_atomically(UNDER_WAY, json.dumps({"iteration": number, "start": start["id"]}))
-    show_phase(f"#{number}: running seed.py")
+    show_phase("running seed.py")
     try:
         code, output = run_seed(args.timeout, gateway, plan)
         result = {"confinement": CONFINEMENT.text, "refusals": refusals(output), "changes": [], "not_landed": []}
@@ -91,12 +118,26 @@ def run_iteration(number, index, args, session, gateway):
     return result
 
 
-def wait_or_stop(plan):
-    """An iteration in which nothing could be asked: the gateway says until when, or why never."""
+def wait_or_stop(plan, gateway):
+    """An iteration in which nothing could be asked: the gateway says until when, or why never (a stop before
+    the model was asked is no iteration: `unasked`)."""
     if "stop" in plan:
-        return {"outcome": "stopped: configuration error", "reason": plan["stop"], "changes": []}
+        return {"outcome": "stopped: configuration error", "reason": too_big_for_every_model(gateway) or plan["stop"],
+                "changes": [], "unasked": True}
     return {"outcome": f"waiting until {plan['wait_until']:%Y-%m-%d %H:%M} UTC", "reason": plan["why"],
             "wait_until": plan["wait_until"], "changes": []}
+
+
+def too_big_for_every_model(gateway):
+    """One line when goal.md and the open tasks are what keeps every model from being asked, else None: said once,
+    not per model, with advice that can work for the backend in use."""
+    if not all((gateway.hindrance(model) or ("",))[0] == "steering" for model in gateway.models):
+        return None
+    tokens, largest = journal.steering_size() // CHARS_PER_TOKEN, max(map(gateway.budget, gateway.models))
+    more = "" if not gateway.local else ", or raise SEED_PROMPT_TOKENS" if largest == PROMPT_TOKENS else \
+        ", or give the model a longer context (docs/local-models.md)"
+    return (f"goal.md and the open tasks (~{tokens:,} tokens) leave no room for code in any model's prompt (the "
+            f"largest takes ~{largest:,}): shorten them{more}")
 
 
 def run_seed(timeout, gateway, plan):
@@ -318,6 +359,7 @@ def supervise(args, index, gateway):
     try:
         while args.iterations == 0 or done < args.iterations:
             index["iteration"] += 1
+            show_iteration(index["iteration"])
             began = time.monotonic()
             try:
                 snap.save_index(index)
@@ -334,6 +376,11 @@ def supervise(args, index, gateway):
                 raise
             finally:
                 show_phase("")
+            if result.get("unasked"):  # nothing ran: no iteration to number, log or report
+                index["iteration"] -= 1
+                snap.save_index(index)
+                say(f"stopped: {result['reason']}", "stopped")
+                return EX_CONFIG
             dry = note_dry_spell(index, result, dry, session["bad"])
             try:
                 journal.log_iteration(index["iteration"], result, time.monotonic() - began)
@@ -349,6 +396,8 @@ def supervise(args, index, gateway):
                 return EX_CONFIG
             if args.iterations == 0 or done < args.iterations:
                 pause(result, args.delay)
+            elif result.get("wait_until"):  # the last of --iterations N: no wait follows, but its reason is said
+                say(f"the next iteration would wait: {result['reason']}")
         return 0
     except KeyboardInterrupt:
         show_phase("")
@@ -402,14 +451,44 @@ def pause(result, delay):
 
 # --- the command line -------------------------------------------------------------------------
 
+EPILOG = """\
+settings (in .env, or the environment, which wins; all of them: docs/settings.md):
+  GEMINI_API_KEY        your free key (https://aistudio.google.com/apikey)
+  GEMINI_MODEL          models to use, best first, comma-separated (--models lists them)
+  OPENAI_BASE_URL       a model server of your own instead (Ollama: http://localhost:11434/v1),
+  OPENAI_MODEL          with the model(s) it runs
+  SEED_PROMPT_TOKENS    the largest prompt, in estimated tokens (default 60000)
+  SEED_SANDBOX=require  refuse to run the model's code where this machine cannot confine it
+
+exit codes:
+  0    done (--iterations reached, or a command by hand)
+  1    another supervisor is running on this folder
+  2    a command-line mistake
+  75   the model server or the API could not be reached (--models)
+  78   something to fix first: one line says what (Python, packages, .env, goal.md, a setting)
+  130  stopped with Ctrl+C (running again resumes)
+
+examples:
+  python fallback.py --demo                  watch three iterations offline, no key needed
+  python fallback.py --iterations 5          five iterations, then a summary
+  python fallback.py --goal ideas.md --model gemini-3.5-flash-lite   one run with another goal and model
+"""
+
+
 def parse_args(argv):
-    parser = argparse.ArgumentParser(description="Run seed.py over and over, keeping the codebase alive.")
+    parser = argparse.ArgumentParser(description="Run seed.py over and over, keeping the codebase alive.",
+                                     epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"seed {VERSION} (fallback.py)")
     parser.add_argument("--iterations", type=int, default=0, metavar="N",
                         help="stop after N iterations (default 0: run forever)")
     parser.add_argument("--delay", type=float, default=5.0, metavar="SECONDS",
                         help="pause between iterations (default 5)")
     parser.add_argument("--timeout", type=float, default=900.0, metavar="SECONDS",
                         help="time limit for one seed run, after which it is killed with its children (default 900)")
+    parser.add_argument("--goal", metavar="FILE", help="for this run, give the model FILE as its goal instead of "
+                                                       "goal.md (goal.md is left as it is)")
+    parser.add_argument("--model", metavar="NAME[,NAME]", help="for this run, the model(s) to ask, best first, "
+                        "instead of GEMINI_MODEL (or OPENAI_MODEL with a server of your own)")
     by_hand = parser.add_mutually_exclusive_group()
     by_hand.add_argument("--demo", action="store_true", help="watch a few iterations against a scripted model "
                                                             "in a throwaway copy (no key, no network) and exit")
@@ -434,6 +513,14 @@ def parse_args(argv):
     return args
 
 
+def use_for_this_run(args):
+    """--goal and --model: what .env and goal.md would give, for this run only, before anything reads them."""
+    if args.goal:
+        NAMED["goal.md"] = Path(args.goal).resolve()
+    if args.model:
+        os.environ["OPENAI_MODEL" if os.environ.get("OPENAI_BASE_URL", "").strip() else "GEMINI_MODEL"] = args.model
+
+
 def config_error(message):
     print(redact(f"fallback: {message}"), file=sys.stderr, flush=True)
     return EX_CONFIG
@@ -449,11 +536,8 @@ def check_setup(need_key=True, writes=True):
     """The first thing a user must fix, as one line, or None."""
     if os.name != "posix":
         return "fallback.py needs Linux or macOS (on Windows, run it inside WSL)"
-    missing = [name for name in ("requests", "dotenv", "pytest") if importlib.util.find_spec(name) is None]
-    if missing:
-        return f"missing Python packages ({', '.join(missing)}): run  pip install -r requirements.txt"
     if PROBLEMS:
-        return PROBLEMS[0]
+        return PROBLEMS[0] + (f" ({len(PROBLEMS) - 1} more after this one)" if len(PROBLEMS) > 1 else "")
     if need_key and not os.environ.get("GEMINI_API_KEY", "").strip() and not os.environ.get("OPENAI_BASE_URL"):
         dotenv = (ROOT / ".env").read_text("utf-8", "replace") if (ROOT / ".env").is_file() else ""
         if re.search(r"^[ \t]*(export[ \t]+)?GEMINI_API_KEY[ \t]*=[ \t]*\S", dotenv, re.M):
@@ -462,11 +546,9 @@ def check_setup(need_key=True, writes=True):
             return "GEMINI_API_KEY in .env could not be read: write it as one line,  GEMINI_API_KEY=your-key"
         return ("GEMINI_API_KEY is not set: copy .env.example to .env and put your key in it "
                 "(a free key: https://aistudio.google.com/apikey)")
-    goal = ROOT / "goal.md"
-    if need_key and not (goal.is_file() and goal.read_text("utf-8", "replace").strip()):
-        return "goal.md is missing or empty: write in it what you want grown (a few lines are enough)"
-    if not writes:
-        return None
+    problem = steering_problem() if need_key else None
+    if problem or not writes:
+        return problem
     try:
         BACKUPS.mkdir(exist_ok=True)
         probe = BACKUPS / f".write-test-{os.getpid()}"
@@ -474,6 +556,36 @@ def check_setup(need_key=True, writes=True):
         probe.unlink()
     except OSError as error:
         return f"cannot write in {BACKUPS} ({error.strerror or error}): make the folder writable, or move it"
+    return None
+
+
+def steering_problem():
+    """goal.md (or --goal's file) and pending_tasks.md as no prompt should carry them, as one line: not UTF-8 text,
+    a goal missing, empty or binary, or more than the largest prompt; else None."""
+    for rel in STEERING:
+        path = source_of(rel)
+        name = rel if path == ROOT / rel else str(path)
+        try:
+            text = path.read_bytes().decode("utf-8-sig")
+        except FileNotFoundError:
+            text = ""
+        except OSError as error:
+            return f"cannot read {name} ({error.strerror or error}): check its permissions"
+        except UnicodeDecodeError as error:
+            if rel == "goal.md" or b"\0" in error.object:  # a person's tasks may hold any bytes, kept as they are
+                line = error.object[:error.start].count(b"\n") + 1
+                return f"{name} is not UTF-8 text (line {line}): save it as UTF-8 text"
+            text = error.object.decode("utf-8", "replace")
+        if rel == "goal.md" and not text.strip():
+            return f"{name} is missing or empty: write in it what you want grown (a few lines are enough)"
+        odd = re.search(r"[\x00-\x08\x0b\x0e-\x1f\x7f]" if rel == "goal.md" else "\0", text)
+        if odd:  # tasks may hold a failure's output, colour codes and all (never shown raw): only NUL is binary
+            return (f"{name} holds a control character ({odd[0]!r}, line {text[:odd.start()].count(chr(10)) + 1}): "
+                    "it should be plain text; is it a binary file?")
+    tokens = journal.steering_size() // CHARS_PER_TOKEN
+    if tokens > PROMPT_TOKENS:
+        return (f"goal.md and the open tasks come to ~{tokens:,} tokens, more than the largest prompt "
+                f"(~{PROMPT_TOKENS:,}): shorten them")
     return None
 
 
@@ -528,9 +640,12 @@ def restore_by_hand(index, wanted):
     entry = snap.find_snapshot(index, wanted)
     if entry is None:
         return config_error(f"there is no snapshot {wanted!r}: see  python fallback.py --list-backups")
+    SUSPICION.unlink(missing_ok=True)  # the person chose this state: no walk-back of the loop's is left to undo
+    if (snap.current(index) or {}).get("digest") == entry["digest"]:
+        print(f"the codebase is already as snapshot {entry['id']} holds it: nothing to restore")
+        return 0
     kept = snap.snapshot(index, "by hand", index["iteration"])
     snap.restore(entry)
-    SUSPICION.unlink(missing_ok=True)  # the person chose this state: no walk-back of the loop's is left to undo
     print(f"restored snapshot {entry['id']}; the codebase as it was is kept as backups/{kept['id']} "
           f"(undo with  python fallback.py --restore {kept['id']})")
     return 0
@@ -553,6 +668,7 @@ def open_gateway():
 
 def main(argv=None):
     args = parse_args(argv)
+    use_for_this_run(args)
     if args.list_backups or args.status:  # read-only: fine while a supervisor runs
         return snap.list_backups(snap.load_index()) if args.list_backups else status.show_status(lock_holder())
     if args.report:
@@ -614,10 +730,12 @@ def main(argv=None):
 
 if __name__ == "__main__":
     try:
-        sys.exit(main())
-    except BrokenPipeError:  # the reader went away (python fallback.py --status | head): nothing left to say
+        CODE = main()
+        sys.stdout.flush()  # here, where a reader gone away is caught, and not at exit
+        sys.exit(CODE)
+    except BrokenPipeError:  # the reader went away (python fallback.py --status | head) having read what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(1)
+        sys.exit(0)
     except PermissionError as error:  # a command by hand in a folder it may not write, or read
         sys.exit(config_error(f"{error.filename or 'a file'}: {error.strerror or error}: check the folder's "
                               "permissions"))

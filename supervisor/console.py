@@ -17,13 +17,13 @@ from .settings import KEY_SHAPES, LOG
 LIVE = sys.stdout.isatty() and os.environ.get("TERM") != "dumb"  # a status line redrawn in place
 COLOURS = {"landed": "32", "rolled back": "31", "stopped": "31", "waiting": "33", "no change": "2"}
 SECRETS = ("GEMINI_API_KEY", "OPENAI_API_KEY")  # settings whose values are never shown
-status = {"text": "", "since": time.monotonic()}  # what the current iteration is doing, since when
+status = {"text": "", "since": time.monotonic(), "iteration": None}  # what the current iteration is doing, since when
 print_lock = threading.Lock()
 
 
 def say(line, outcome=None):
     """A permanent line; on a terminal it replaces the status line, coloured by outcome (unless NO_COLOR)."""
-    text = redact(f"{datetime.now():%H:%M:%S} {line}")
+    text = printable(redact(f"{datetime.now():%H:%M:%S} {line}"))
     if LIVE and outcome in COLOURS and "NO_COLOR" not in os.environ:
         text = f"\x1b[{COLOURS[outcome]}m{text}\x1b[0m"
     with print_lock:
@@ -32,10 +32,15 @@ def say(line, outcome=None):
 
 def show_phase(text, restart=False):
     """What is happening now, shown on the status line of a terminal (and nowhere else)."""
-    status["text"] = redact(" ".join(text.split()))
+    status["text"] = printable(redact(" ".join(text.split())))
     if restart:
         status["since"] = time.monotonic()
 
+
+
+def show_iteration(number):
+    """The iteration the status line speaks of, from now on."""
+    status["iteration"] = number
 
 
 def start_status_line():
@@ -48,7 +53,8 @@ def redraw_status_forever():
     while True:
         time.sleep(0.5)
         elapsed = int(time.monotonic() - status["since"])
-        line = f"{elapsed // 60}:{elapsed % 60:02d} {status['text']}"[:shutil.get_terminal_size().columns - 1]
+        number = f"#{status['iteration']} " if status["iteration"] else ""
+        line = f"{number}{elapsed // 60}:{elapsed % 60:02d} {status['text']}"[:shutil.get_terminal_size().columns - 1]
         with print_lock:
             if status["text"]:
                 sys.stdout.write(f"\r\x1b[K\x1b[2m{line}\x1b[0m")
@@ -72,8 +78,9 @@ def describe_changes(changed, most=20):
     return ", ".join(shown) + (f" and {len(changed) - most} more" if len(changed) > most else "")
 
 
-def printable(name):
-    return re.sub(r"[\x00-\x1f\x7f]", "?", name)
+def printable(text):
+    """The text with control characters shown as ?: nothing from a file or a model moves the terminal's cursor."""
+    return re.sub(r"[\x00-\x1f\x7f-\x9f]", "?", text)
 
 
 def report(number, result, duration, totals):

@@ -14,6 +14,7 @@ import re
 from .console import describe_changes, redact
 from .settings import (LOG, MAX_FAILURE_TASKS, ROOT, TASK_LINES, TASKS, WORK, tail_of, utc_now,
                        write_atomically)
+from .settings import source_of  # --goal FILE: the goal.md a run is given
 
 SHOWN_TASKS = 20  # open tasks the seed puts in its prompt (its MAX_TASKS)
 
@@ -114,7 +115,7 @@ def steering_size():
             tasks.append(len(line))
         elif tasks and line.startswith("  ") and line.strip() and tasks[-1] < 2_000:  # the seed's cap on detail
             tasks[-1] += len(line)
-    goal = ROOT / "goal.md"
+    goal = source_of("goal.md")
     return (len(goal.read_text("utf-8", "replace")) if goal.is_file() else 0) + sum(tasks[:SHOWN_TASKS])
 
 

@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .models import Models
-from .settings import write_atomically
+from .settings import NAMED, write_atomically
 
 # --- settings ---------------------------------------------------------------------------------
 FULL_CARDS = 200   # newest iterations shown in full (tasks, files, reason, output, diff); older ones as one row each
@@ -328,17 +328,19 @@ def write_report(root, quotas=None):
 
 
 def daily_quotas(root, names):
-    """{model: requests a day} as models.py knows them: its table, GEMINI_LIMITS, what the API said."""
+    """{model: requests a day} as models.py knows them: its table, GEMINI_LIMITS, what the API said; none for a
+    model it does not know (a mistyped name): an assumed quota would be a figure the page made up."""
     memory, local = root / "backups" / "models.json", bool(os.environ.get("OPENAI_BASE_URL"))
     try:
         known = Models(memory, os.environ.get("GEMINI_LIMITS", ""), local=local)
     except ValueError:  # a GEMINI_LIMITS the keeper refuses anyway: the table's figures
         known = Models(memory, local=local)
-    return {name: known.get(name)["rpd"] for name in names if known.get(name)["rpd"] < float("inf")}
+    said = lambda name: name in known.table or name in known.settings or name in known.learned
+    return {name: known.get(name)["rpd"] for name in names if said(name) and known.get(name)["rpd"] < float("inf")}
 
 
 def render_page(root, sections, snapshots, counts, pairs, diffs, ledger, quotas):
-    now, goal = now_state(sections, snapshots, pairs, counts), root / "goal.md"
+    now, goal = now_state(sections, snapshots, pairs, counts), NAMED.get("goal.md", root / "goal.md")  # --goal's
     body = [render_goal(goal.read_text("utf-8", "replace") if goal.exists() else ""),
             render_glance(sections, ledger, counts.get(now["id"]) if now else None, now),
             render_growth(sections, snapshots, counts),
@@ -388,7 +390,7 @@ a{color:var(--accent)}nav a{margin-right:.8em;white-space:nowrap}.muted{color:va
 code,pre{font:12.5px/1.45 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
 pre{background:var(--card);border:1px solid var(--line);border-radius:6px;padding:8px;overflow-x:auto;margin:.4em 0;
 overflow-wrap:normal}
-.goal{white-space:pre-wrap;background:var(--card);border-radius:6px;padding:8px 12px}
+.goal{background:var(--card);border-radius:6px;padding:2px 12px}.goal pre{background:var(--bg)}
 .tiles{display:grid;grid-template-columns:repeat(auto-fill,minmax(105px,1fr));gap:6px}
 .tile{background:var(--card);border:1px solid var(--line);border-radius:6px;padding:6px 10px}
 .tile b{display:block;font-size:1.25em}.tile span{color:var(--muted);font-size:.85em}
@@ -430,8 +432,49 @@ def outcome_class(kind):
 
 
 def render_goal(goal):
-    text = goal.strip() or "(goal.md is empty)"
-    return f'<section id="goal"><h2>Goal</h2><div class="goal">{esc(text)}</div></section>'
+    """goal.md as a person wrote it, its Markdown rendered: headings, lists, code, emphasis, links; all escaped."""
+    html_ = markdown(goal) if goal.strip() else "<p>(goal.md is empty)</p>"
+    return f'<section id="goal"><h2>Goal</h2><div class="goal">{html_}</div></section>'
+
+
+def markdown(text):
+    """The common part of Markdown as HTML: # headings, - and 1. lists, ``` fences, paragraphs, and inline code,
+    **strong**, *emphasis* and http(s) links. Everything else is text, escaped: a goal cannot add a tag."""
+    blocks, lines = [], iter(text.splitlines())  # [tag, [its lines]]; tag "" for HTML made here
+    for line in lines:
+        item = re.match(r"\s*(?:([-*+])|\d+[.)])\s+(.*)", line)
+        heading = re.match(r"(#{1,6})\s+(.*?)[\s#]*$", line)
+        if line.startswith("```"):
+            code = list(iter(lambda: next(lines, "```").rstrip(), "```"))
+            blocks.append(["", [f"<pre><code>{esc(chr(10).join(code))}</code></pre>"]])
+        elif heading:
+            level = min(len(heading[1]) + 2, 6)  # the page's own h1 and h2 stay above the goal's
+            blocks.append(["", [f"<h{level}>{inline(heading[2])}</h{level}>"]])
+        elif item or line.strip():
+            tag = ("ul" if item[1] else "ol") if item else "p"
+            if not blocks or blocks[-1][0] != tag:
+                blocks.append([tag, []])
+            blocks[-1][1].append(inline(item[2] if item else line.strip()))
+        else:
+            blocks.append(["", []])
+    return "\n".join("".join(lines) if not tag else f"<p>{' '.join(lines)}</p>" if tag == "p" else
+                     f"<{tag}>" + "".join(f"<li>{line}</li>" for line in lines) + f"</{tag}>"
+                     for tag, lines in blocks if lines)
+
+
+def inline(text):
+    """One line's `code`, **strong**, *emphasis* and [links](http...), the rest escaped."""
+    parts = re.split(r"(`[^`]+`)", text)
+    return "".join(f"<code>{esc(part[1:-1])}</code>" if part.startswith("`") and len(part) > 1 else emphasis(part)
+                   for part in parts)
+
+
+def emphasis(text):
+    text = esc(text)
+    text = re.sub(r"\*\*(\S(?:.*?\S)?)\*\*|__(\S(?:.*?\S)?)__", lambda m: f"<strong>{m[1] or m[2]}</strong>", text)
+    text = re.sub(r"(?<![\w*])\*(\S(?:.*?\S)?)\*(?!\w)|(?<!\w)_(\S(?:.*?\S)?)_(?!\w)",
+                  lambda m: f"<em>{m[1] or m[2]}</em>", text)
+    return re.sub(r"\[([^\]]+)\]\((https?://[^\s()\"<>]+)\)", r'<a href="\2">\1</a>', text)
 
 
 def render_glance(sections, ledger, now, state):
@@ -508,20 +551,21 @@ def draw_growth(points, marks, last):
     changes only when a change lands: a step there, or a straight line across landings whose snapshots
     are pruned (nothing is known between)."""
     top = nice_top(max((v for _, v in points), default=1))
-    x = lambda n: LEFT + (RIGHT - LEFT) * n / max(last, 1)
+    x = lambda n: LEFT + (RIGHT - LEFT) * n / (last + 1)  # a slot after `last`: its state, and its step, show
     y = lambda v: BOTTOM - (BOTTOM - TOP) * v / top
     landed = sorted(marks["landed"])
     unknown = lambda a, b: bisect_left(landed, b) > bisect_right(landed, a)  # a landing not kept between
     line = f"M{x(points[0][0]):.1f} {y(points[0][1]):.1f}" + "".join(
         f"L{x(n):.1f} {y(v):.1f}" if unknown(before, n) else f"H{x(n):.1f}V{y(v):.1f}"
-        for (before, _), (n, v) in zip(points, points[1:])) + f"H{x(last):.1f}"
+        for (before, _), (n, v) in zip(points, points[1:])) + f"H{RIGHT}"
     ticks = {kind: "".join(f"M{x(n):.1f} {row}v9" for n in numbers)
              for (kind, numbers), row in zip(marks.items(), (BOTTOM + 5, BOTTOM + 16))}
     return (f'<svg viewBox="0 0 {W} {H}" role="img">{y_axis(top)}'
             f'<path class="area" d="{line}V{BOTTOM}H{x(points[0][0]):.1f}Z"/><path class="line" d="{line}"/>'
             + "".join(f'<path class="{kind}" d="{d}"/>' for kind, d in ticks.items() if d)
-            + f'<text x="{LEFT}" y="{H - 8}">0</text><text x="{RIGHT}" y="{H - 8}" text-anchor="end">{last}</text>'
-              f'<text x="{(LEFT + RIGHT) / 2}" y="{H - 8}" text-anchor="middle">iteration</text></svg>')
+            + f'<text x="{LEFT}" y="{H - 8}">0</text><text x="{x(last):.1f}" y="{H - 8}" text-anchor="middle">{last}'
+              f'</text>'
+              f'<text x="{(LEFT + x(last)) / 2:.1f}" y="{H - 8}" text-anchor="middle">iteration</text></svg>')
 
 
 def render_growth(sections, snapshots, counts):
@@ -554,9 +598,10 @@ def draw_bars(days, values, quota):
     if quota:
         line += (f'<text x="{RIGHT}" y="{y(shown) + 13 if shown else TOP + 4:.1f}" text-anchor="end">quota {quota} '
                  f'a day{"" if shown else ", far above"}</text>')
-    return (f'<svg viewBox="0 0 {W} {H - 20}" role="img">{y_axis(top)}<path class="bars" d="{bars}"/>{line}'
-            f'<text x="{LEFT}" y="{H - 30}">{esc(days[0][5:])}</text>'
-            f'<text x="{RIGHT}" y="{H - 30}" text-anchor="end">{esc(days[-1][5:])}</text></svg>')
+    ends = (f'<text x="{LEFT}" y="{H - 30}">{esc(days[0][5:])}</text>'
+            f'<text x="{RIGHT}" y="{H - 30}" text-anchor="end">{esc(days[-1][5:])}</text>') if len(days) > 1 else \
+        f'<text x="{(LEFT + RIGHT) / 2}" y="{H - 30}" text-anchor="middle">{esc(days[0][5:])}</text>'  # one day: once
+    return f'<svg viewBox="0 0 {W} {H - 20}" role="img">{y_axis(top)}<path class="bars" d="{bars}"/>{line}{ends}</svg>'
 
 
 def render_requests(ledger, quotas):
@@ -582,7 +627,11 @@ def render_costs(ledger, models):
                    f'<td class="num">{total(m, ["prompt", "output", "thinking"]):,}</td>'
                    f'<td class="num">{wasted(m):,}</td></tr>' for m in models)
     return ('<div class="scroll"><table><tr><th>model</th><th class="num">requests</th><th class="num">tokens</th>'
-            f'<th class="num">wasted</th></tr>{rows}</table></div>')
+            f'<th class="num">wasted</th></tr>{rows}</table></div><p class="muted"><b>requests</b>: calls made to the '
+            'model, answered or not; <b>tokens</b>: prompt, answer and thinking together; <b>wasted</b>: requests '
+            'that brought nothing that landed: refused (a per-minute or daily limit, an error) or answered with a '
+            'change that did not land (it failed the gate, or had nothing to apply). Each reason is counted in '
+            'backups/usage.json.</p>')
 
 
 # --- tasks and the timeline ------------------------------------------------------------------------

@@ -5,6 +5,7 @@ the workspace's .env is read (real environment variables win), so a value in .en
 """
 import io
 import json
+import logging
 import os
 import re
 import secrets
@@ -17,11 +18,9 @@ PROBLEMS = []  # settings that cannot be used, each as one line saying what to f
 
 def read_dotenv(path):
     """Put .env's settings in the environment (real environment variables win). Written by a person, with any
-    editor: a byte-order mark is fine; a file that is not UTF-8 text is a problem said in one line, never raised."""
-    try:
-        from dotenv import load_dotenv
-    except ImportError:  # fallback.py says how to install it; --help and the like work without it
-        return
+    editor: a byte-order mark is fine; a file that is not UTF-8 text, or a line that is not NAME=value, is a
+    problem said in one line (python-dotenv's own warnings are not shown), never raised."""
+    from dotenv import load_dotenv  # fallback.py checks that it is installed before importing this
     try:
         text = path.read_bytes().decode("utf-8-sig")
     except FileNotFoundError:
@@ -30,7 +29,31 @@ def read_dotenv(path):
         why = getattr(error, "strerror", None) or "not UTF-8 text"
         PROBLEMS.append(f"cannot read .env ({why}): save it as UTF-8 text, one NAME=value a line")
         return
-    load_dotenv(stream=io.StringIO(text))
+    PROBLEMS.extend(unreadable_lines(text))
+    quiet = logging.getLogger("dotenv.main")
+    quiet.disabled, was = True, quiet.disabled  # each line it cannot parse is said above, with its number
+    try:
+        load_dotenv(stream=io.StringIO(text))
+    finally:
+        quiet.disabled = was
+
+
+def unreadable_lines(text):
+    """A line of .env for each statement python-dotenv cannot read, or that a quote left open runs past its line
+    (it would swallow the lines after it); the setting's name is shown, never its value (it may be a key)."""
+    from dotenv.parser import parse_stream
+    problems = []
+    for binding in parse_stream(io.StringIO(text)):
+        lines = binding.original.string.rstrip("\n").split("\n")
+        blank = next((n for n, line in enumerate(lines) if line.strip()), 0)  # blank lines it starts with
+        first, more = lines[blank], lines[blank + 1:]
+        if binding.error or more or (binding.key and binding.value is None):
+            name = re.match(r"\s*(?:export\s+)?([A-Za-z_][\w.]*)\s*=\s*(['\"])?", first)
+            where = f".env line {binding.original.line + blank}" + (f" ({name[1]}=…)" if name else "")
+            problems.append(f"{where} cannot be read: its quote is not closed on that line; write it on one line as "
+                            "NAME=value" if name and name[2] else f"{where} cannot be read: write it as NAME=value "
+                            "(or start it with # to keep it as a comment)")
+    return problems
 
 
 def number(name, default, least, kind=int):
@@ -70,10 +93,11 @@ CONTRACT = "tests/test_seed.py"         # the seed's contract: run by the gate w
 TEST_SUPPORT = ["tests/conftest.py", "tests/fake_gemini.py"]  # what the contract needs beside it
 KEEPER_TESTS = [CONTRACT, "tests/test_attacks.py", "tests/test_cascade.py", "tests/test_fallback.py", "tests/test_gateway.py", "tests/test_openai_compatible.py",
                 "tests/test_report.py", "tests/test_sandbox.py", "tests/test_tasks_file.py",
-                "tests/test_terrarium.py"]  # every one tests/ ships
+                "tests/test_terrarium.py", "tests/test_first_hour.py"]  # every one tests/ ships
 GUARDED = ["fallback.py", "iteration_log.md", "report.html", ".env", ".env.example", "README.md",
            "requirements.txt", ".gitignore", ".ci/run", *TEST_SUPPORT, *KEEPER_TESTS]  # never the codebase's
 STEERING = ["goal.md", "pending_tasks.md"]  # the user's to edit at any time: never snapshotted or restored
+NAMED = {}  # a steering file named on the command line for one run (--goal FILE): {"goal.md": its path}
 NOT_CODE = {".git", "backups", ".seed", "bench", "demo", "docs", "supervisor", "__pycache__", ".pytest_cache",
             "node_modules", ".venv", "venv"}  # folders that are not the codebase
 GATE_TESTS_LEFT_OUT = set(KEEPER_TESTS) - {CONTRACT}  # the keeper's own tests are slow and not the model's
@@ -105,6 +129,11 @@ OUTPUT_TAIL = 64_000    # bytes of a child's output kept; the rest is read and d
 TASK_LINES = 12         # lines of output copied into a failure task
 EX_UNAVAILABLE, EX_CONFIG = 75, 78
 KEY_SHAPES = re.compile(r"AIza[0-9A-Za-z_\-]{35}|AQ\.[0-9A-Za-z_\-.]{16,}")  # Google API keys, old and new
+
+
+def source_of(rel):
+    """Where a steering file is read from: the file named on the command line for this run, else the folder's."""
+    return NAMED.get(rel, ROOT / rel)
 
 
 def write_atomically(path, data):

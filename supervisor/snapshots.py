@@ -257,14 +257,29 @@ def walk_back(index, bad):
 
 
 def list_backups(index):
-    now = hashlib.sha256(listings(manifest())[0]).hexdigest()
-    print("id    taken (UTC)              iteration  kind         files  known good")
+    """Every snapshot, oldest first: when, by which iteration, of what kind, and whether a run from it worked."""
+    now = current(index)
+    print("id    taken (UTC)              iteration  kind         files  a run from it worked")
     for e in index["snapshots"]:
         print(f"{e['id']}  {e['time']:<23}  {e['iteration']:>9}  {e['kind']:<11}  {e['count']:>5}  "
-              f"{'yes' if e['good'] else 'no ':<3}{'  <- the codebase now' if e['digest'] == now else ''}")
+              f"{run_worked(e):<7}{'  <- the codebase now' if e is now else ''}".rstrip())
     if not index["snapshots"]:
         print("no snapshots yet: the first iteration takes one (genesis)")
     return 0
+
+
+def current(index):
+    """The snapshot that holds the codebase as it is now, or None (it was edited since, or never snapshotted)."""
+    now = hashlib.sha256(listings(manifest())[0]).hexdigest()
+    return next((e for e in reversed(index["snapshots"]) if e["digest"] == now), None)
+
+
+def run_worked(entry):
+    """Whether a seed run started from a snapshot's state finished having asked the model (the walk-back goes
+    back to such states only): yes, not yet, or - for a state kept only to be looked at."""
+    if entry["kind"] in ("failed", "interrupted"):
+        return "-"
+    return "yes" if entry["good"] else "not yet"
 
 
 def materialise(entry):

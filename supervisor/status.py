@@ -11,12 +11,12 @@ import urllib.error
 import urllib.request
 from datetime import datetime, timezone
 
-from .console import redact
+from .console import printable, redact
 from .gateway import pacific_day
 from .models import DEFAULT_MODELS
 from .openai_compatible import backend_from_env, list_models as local_models, names
 from .settings import BACKUPS, EX_CONFIG, EX_UNAVAILABLE, INDEX, LOG, QUOTA, TASKS, USAGE, load_json
-from .snapshots import load_index
+from .snapshots import current, load_index, run_worked
 
 
 def show_status(holder):
@@ -26,11 +26,11 @@ def show_status(holder):
     headings = re.findall(r"^## (Iteration \d+ — .*)$", log, re.M)
     print(f"iterations: {len(headings)} logged" + ("; the last ones:" if headings else ""))
     for heading in headings[-5:]:
-        print(f"  {heading}")
+        print(f"  {printable(heading)}")
     tasks = re.findall(r"^\s*[-*] \[ \] (.*)$", TASKS.read_text("utf-8", "replace"), re.M) if TASKS.exists() else []
     print(f"pending tasks: {len(tasks)} open")
     for task in tasks[:5]:
-        print(f"  - {task[:100]}")
+        print(f"  - {printable(task[:100])}")
     today, quota, now = load_json(USAGE).get(pacific_day(), {}), load_json(QUOTA), datetime.now(timezone.utc)
     models = backend_from_env(os.environ)[2]  # GEMINI_MODEL's, or OPENAI_MODEL's with a server of one's own
     print(f"models today (Pacific day {pacific_day()}):")
@@ -41,11 +41,16 @@ def show_status(holder):
               f"{use.get('prompt', 0) + use.get('output', 0) + use.get('thinking', 0):>9,} tokens  "
               f"{model_state(quota.get(model, {}), now)}")
     index = load_index() if INDEX.exists() else {"snapshots": []}
-    good = [e["id"] for e in index["snapshots"] if e["good"]]
-    size = disk_use(BACKUPS)
-    print(f"backups: {len(index['snapshots'])} snapshot(s), {size / 1e6:.1f} MB; newest known good: "
-          f"{good[-1] if good else 'none yet'}")
+    print(f"backups: {len(index['snapshots'])} snapshot(s), {disk_use(BACKUPS) / 1e6:.1f} MB; {where_it_stands(index)}")
     return 0
+
+
+def where_it_stands(index):
+    """Which snapshot the codebase is now, and the newest one a run from worked (where a walk-back would go)."""
+    now, worked = current(index), [e["id"] for e in index["snapshots"] if e["good"]]
+    state = (f"the codebase now is snapshot {now['id']} ({now['kind']}, a run from it worked: {run_worked(now)})"
+             if now else "the codebase now is in no snapshot (edited since the last one)")
+    return f"{state}; the newest a run worked from: {worked[-1] if worked else 'none yet'}"
 
 
 def model_state(entry, now):

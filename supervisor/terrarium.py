@@ -26,7 +26,7 @@ from . import sandbox, untrusted
 from .console import SECRETS, say
 from .settings import (CONTRACT, GUARDED, JUDGED, LANDING, LANDING_BYTES, LANDING_FILES, LIMITS, LOG, NOT_CODE,
                        OUTPUT_TAIL, ROOT, RUNNING, SANDBOX_REQUIRED, SCRATCH, STEERING, TEST_SUPPORT, WORK,
-                       WORK_BYTES, WORK_FILES, load_json, tail_of, write_atomically)
+                       WORK_BYTES, WORK_FILES, load_json, source_of, tail_of, write_atomically)
 from .snapshots import (has_object, line_changes, manifest, object_path, remove_empty_parents, stays_inside,
                         store_object)
 from .untrusted import Untrusted
@@ -44,7 +44,7 @@ fingerprints = {}   # (tree, rel) -> (size, mtime, ctime, inode), sha256: what n
 def sync_work(here=None):
     """Make the working copy the folder's codebase (`here`: its {path: sha256}, when just taken) and what the run
     reads, whatever the last run left there; empty its temporary folder."""
-    blobs = {rel: (ROOT / rel).read_bytes() for rel in PROVIDED if (ROOT / rel).is_file()}
+    blobs = {rel: source_of(rel).read_bytes() for rel in PROVIDED if source_of(rel).is_file()}  # --goal FILE
     blobs["iteration_log.md"] = tail_of(LOG, LOG_SHOWN)
     provided.clear()
     provided.update({rel: hashlib.sha256(data).hexdigest() for rel, data in blobs.items()})

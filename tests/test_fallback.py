@@ -330,7 +330,7 @@ def test_a_key_in_dotenv_is_read_as_an_editor_saves_it_or_said_unreadable(worksp
     if works:
         assert done.returncode == 0 and outcomes(workspace) == ["landed: 1 file(s) changed"], done.stderr
     else:
-        assert done.returncode == 78 and "GEMINI_API_KEY in .env could not be read" in done.stderr
+        assert done.returncode == 78 and ".env line 1 (GEMINI_API_KEY=…) cannot be read" in done.stderr
         assert gemini.requests == [] and KEY not in done.stdout + done.stderr
 
 
@@ -480,7 +480,7 @@ def test_backups_can_be_listed_restored_and_reset_without_losing_anything(worksp
     assert listing.returncode == 0
     rows = listing.stdout.splitlines()[1:]
     assert [row.split()[0] for row in rows] == ["0001", "0002", "0003"] and "genesis" in rows[0]
-    assert rows[1].endswith("yes") and "landed" in rows[2] and rows[2].endswith("no   <- the codebase now")
+    assert rows[1].endswith("yes") and "landed" in rows[2] and rows[2].endswith("not yet  <- the codebase now")
     reset = run_fallback(workspace, env, "--reset")
     assert reset.returncode == 0 and "restored snapshot 0001" in reset.stdout
     assert not (workspace / "a.py").exists() and not (workspace / "b.py").exists()
@@ -516,7 +516,7 @@ def test_status_shows_iterations_tasks_models_and_backups_without_a_request(work
     assert "Iteration 2 — " in out and "— waiting until" in out
     assert "pending tasks: 1 open" in out and "  - make it faster" in out
     assert re.search(r"gemini-3\.5-flash +2 request\(s\), 1 wasted, +1,650 tokens +spent until \w{3} \d\d:00 local", out)
-    assert re.search(r"backups: 2 snapshot\(s\), [\d.]+ MB; newest known good: 0001", out)
+    assert re.search(r"backups: 2 snapshot\(s\), [\d.]+ MB; .*; the newest a run worked from: 0001", out)
 
 
 def test_models_lists_what_the_key_can_call_and_marks_the_chosen_ones(workspace, env, gemini):
@@ -933,20 +933,21 @@ def test_the_keepers_own_memory_damaged_is_forgotten_and_the_loop_goes_on(worksp
     assert outcomes(workspace) == ["landed: 1 file(s) changed"] and len(gemini.requests) == 1
 
 
-@pytest.mark.parametrize("steer", [
-    lambda root: (root / "goal.md").write_text("- a line of the spec about tagging, search and export\n" * 800),
-    lambda root: (root / "pending_tasks.md").write_text("# Pending tasks\n\n- [ ] " + "do it all " * 100_000 + "\n"),
+@pytest.mark.parametrize("steer, says", [
+    (lambda root: (root / "goal.md").write_text("- a line of the spec about tagging, search and export\n" * 800),
+     r"stopped: goal.md and the open tasks \(~[\d,]+ tokens\) leave no room for code in any model's prompt"),
+    (lambda root: (root / "pending_tasks.md").write_text("# Pending tasks\n\n- [ ] " + "do it all " * 100_000 + "\n"),
+     r"fallback: goal.md and the open tasks come to ~[\d,]+ tokens, more than the largest prompt"),
 ], ids=["a goal of 43 KB", "a task of 1 MB"])
-def test_a_goal_or_task_too_big_for_the_model_is_said_and_costs_nothing(workspace, env, gemini, steer):
+def test_a_goal_or_task_too_big_for_the_model_is_said_and_costs_nothing(workspace, env, gemini, steer, says):
     env.update(GEMINI_MODEL="gemma-4-26b-a4b-it", GEMINI_LIMITS="gemma-4-26b-a4b-it=30/16000/1500")
     gemini.reply(api.answer([("a.py", "a = 1\n")]))
     assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
     steer(workspace)
     done = run_fallback(workspace, env, "--iterations", "1")
     assert done.returncode == 78 and len(gemini.requests) == 1  # nothing sent that could not succeed
-    assert re.search(r"stopped: .*gemma-4-26b-a4b-it: goal.md and the open tasks \(~[\d,]+ tokens\) leave no room for "
-                     r"code in its prompt of [\d,]+ tokens: shorten them", done.stdout)
-    assert outcomes(workspace) == ["landed: 1 file(s) changed", "stopped: configuration error"]
+    assert re.search(says, done.stdout + done.stderr)
+    assert outcomes(workspace) == ["landed: 1 file(s) changed"]  # no iteration spent
     assert (workspace / "a.py").exists() and "[failure" not in (workspace / "pending_tasks.md").read_text()
 
 

@@ -1,0 +1,279 @@
+"""A newcomer's first hour: what a fresh clone says on the machines people have, the console's truth, the
+command line, the report and the README, end to end (`python fallback.py` in a copy of the workspace).
+"""
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import fake_gemini as api
+from conftest import REPO
+from test_fallback import outcomes, run_fallback, run_in_terminal
+
+PRETEND = "import runpy, sys; {before}; runpy.run_path('fallback.py', run_name='__main__')"
+
+
+def run_as_if(root, env, before, *args):
+    """fallback.py run by a Python that `before` (a line of code) made look older, or barer, than this one."""
+    return subprocess.run([sys.executable, "-c", PRETEND.format(before=before), *args], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+def one_line_and_nothing_done(done, root, gemini, says):
+    assert done.returncode == 78, done.stdout + done.stderr
+    assert done.stdout == "" and len(done.stderr.strip().splitlines()) == 1 and says in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and gemini.requests == [] and not (root / "backups" / "index.json").exists()
+
+
+# --- 1, 2: the interpreter and the packages, before anything else ---------------------------------
+@pytest.mark.parametrize("args", [["--demo"], ["--iterations", "1"], ["--help"]])
+def test_a_python_older_than_3_11_stops_with_one_line_and_blames_no_code(workspace, env, gemini, args):
+    tasks = (workspace / "pending_tasks.md").read_bytes()
+    done = run_as_if(workspace, env, "sys.version_info = (3, 10, 12, 'final', 0)", *args)
+    one_line_and_nothing_done(done, workspace, gemini, "needs Python 3.11 or newer, and this is 3.10")
+    assert (workspace / "pending_tasks.md").read_bytes() == tasks and not (workspace / ".seed").exists()
+
+
+def older_pythons():
+    """Real interpreters older than 3.11 on this machine (pyenv's, or the system's), if any."""
+    found = [shutil.which(f"python3.{minor}") for minor in (8, 9, 10)]
+    found += [str(p) for p in Path.home().glob(".pyenv/versions/3.[89]*/bin/python")]
+    found += [str(p) for p in Path.home().glob(".pyenv/versions/3.10*/bin/python")]
+    working = [p for p in found if p and subprocess.run([p, "-c", "import sys; assert sys.version_info < (3, 11)"],
+                                                        capture_output=True).returncode == 0]
+    return sorted(set(working))
+
+
+@pytest.mark.skipif(not older_pythons(), reason="no Python older than 3.11 on this machine")
+def test_a_real_older_python_reads_the_file_and_says_so(workspace, env, gemini):
+    for python in older_pythons():
+        done = subprocess.run([python, "fallback.py", "--demo"], cwd=workspace, env=env, capture_output=True,
+                              text=True, timeout=60)
+        one_line_and_nothing_done(done, workspace, gemini, "needs Python 3.11 or newer")
+
+
+@pytest.mark.parametrize("how, says", [
+    (["-S", "fallback.py"], "missing Python packages (requests, python-dotenv, pytest)"),  # no site-packages at all
+    (["-c", PRETEND.format(before="sys.modules['requests'] = None")], "missing Python packages (requests):"),
+])
+@pytest.mark.parametrize("args", [["--help"], ["--status"], ["--iterations", "1"]])
+def test_a_missing_package_is_one_line_even_for_help(workspace, env, gemini, how, says, args):
+    done = subprocess.run([sys.executable, *how, *args], cwd=workspace, env=env, capture_output=True, text=True,
+                          timeout=60)
+    one_line_and_nothing_done(done, workspace, gemini, says)
+    assert "-m pip install -r requirements.txt" in done.stderr
+
+
+# --- 3, 4: the goal, the tasks and .env, each said in one line with where -------------------------
+@pytest.mark.parametrize("steer, says", [
+    (lambda root: (root / "goal.md").write_text("# Goal\n\nGrow notes.py\n", "utf-16"), "goal.md is not UTF-8 text"),
+    (lambda root: (root / "goal.md").write_bytes(b"# Goal\n\xe9t\xe9 notes\n"), "goal.md is not UTF-8 text (line 2)"),
+    (lambda root: (root / "goal.md").write_bytes(b"PK\x03\x04\x14\x00\x00\x00\x08\x00"), "goal.md holds a control"),
+    (lambda root: (root / "goal.md").write_text("# Goal\n\nGrow \x1b[31mnotes\n"), "goal.md holds a control "
+                                                                                   "character ('\\x1b', line 3)"),
+    (lambda root: (root / "pending_tasks.md").write_bytes(b"- [ ] ship\x00\x00\x01"), "pending_tasks.md holds a control"),
+    (lambda root: (root / "goal.md").write_text("- grow it\n" * 400), "more than the largest prompt (~1,000)"),
+], ids=["utf-16", "latin-1", "binary", "escape codes", "binary tasks", "over the prompt's cap"])
+def test_a_goal_or_tasks_no_prompt_should_carry_stop_before_a_request(workspace, env, gemini, steer, says):
+    env["SEED_PROMPT_TOKENS"] = "1000"
+    steer(workspace)
+    one_line_and_nothing_done(run_fallback(workspace, env, "--iterations", "1"), workspace, gemini, says)
+
+
+@pytest.mark.parametrize("dotenv, says", [
+    ("GEMINI_MODEL='gemini-2.5-flash-lite\nSEED_BACKOFF=0.01\n", ".env line 1 (GEMINI_MODEL=…) cannot be read: its "
+                                                                "quote is not closed"),
+    ("# models\n\nGEMINI_MODEL=\"gemini-2.5-flash-lite\n", ".env line 3 (GEMINI_MODEL=…) cannot be read"),
+    ("SEED_BACKOFF=0.01\nthis is not a setting\n", ".env line 2 cannot be read: write it as NAME=value (or start "
+                                                  "it with # to keep it as a comment)\n"),
+    ("A B\nC D\nE F\n", ".env line 1 cannot be read: write it as NAME=value (or start it with # to keep it as a "
+                        "comment) (2 more after this one)\n"),
+    ("SEED_BACKOFF=0.01\nAIzaSyPASTEDALONE0123456789abcdefghijklmn\n", ".env line 2 cannot be read"),
+], ids=["unclosed quote", "unclosed quote after a comment", "not a setting", "three lines", "a key pasted alone"])
+def test_each_dotenv_line_that_does_not_parse_is_said_with_its_line(workspace, env, gemini, dotenv, says):
+    (workspace / ".env").write_text(dotenv)
+    done = run_fallback(workspace, env, "--iterations", "1")
+    one_line_and_nothing_done(done, workspace, gemini, says)
+    assert "dotenv" not in done.stderr and "AIzaSyPASTED" not in done.stderr  # its own words, never a value
+    assert run_fallback(workspace, env, "--status").stderr == ""  # python-dotenv's raw warnings are never shown
+
+
+# --- 5: a goal too big for every model ----------------------------------------------------------
+def test_a_goal_too_big_for_every_model_is_one_short_line_and_spends_no_iteration(workspace, env, gemini):
+    env.update(GEMINI_MODEL="gemma-4-26b-a4b-it,gemma-4-31b-it",
+               GEMINI_LIMITS="gemma-4-26b-a4b-it=30/16000/1500,gemma-4-31b-it=30/16000/1500")
+    gemini.reply(api.answer([("a.py", "a = 1\n")]))
+    assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
+    (workspace / "goal.md").write_text("- a line of the spec about tagging, search and export\n" * 800)
+    done = run_fallback(workspace, env, "--iterations", "3")
+    assert done.returncode == 78 and len(gemini.requests) == 1
+    [stop] = [line for line in done.stdout.splitlines() if " stopped: " in line]
+    assert re.search(r"stopped: goal.md and the open tasks \(~[\d,]+ tokens\) leave no room for code in any model's "
+                     r"prompt \(the largest takes ~[\d,]+\): shorten them$", stop) and len(stop) < 200
+    assert "SEED_PROMPT_TOKENS" not in done.stdout and "gemma" not in stop  # once, not per model; free tier
+    assert outcomes(workspace) == ["landed: 1 file(s) changed"]  # no iteration number spent
+    assert "#2" not in done.stdout and not re.search(r"Iteration 2\b|#2\b", (workspace / "report.html").read_text())
+    (workspace / "goal.md").write_text("# Goal\n\nGrow notes.py.\n")
+    gemini.reply(api.answer([("b.py", "b = 1\n")]))
+    assert "#2 landed" in run_fallback(workspace, env, "--iterations", "1").stdout  # the next one is number 2
+    assert outcomes(workspace) == ["landed: 1 file(s) changed"] * 2
+
+
+# --- 6: the console and --status tell the truth ---------------------------------------------------
+def test_a_final_wait_says_its_reason(workspace, env, gemini):
+    gemini.reply(api.per_day())
+    done = run_fallback(workspace, env, "--iterations", "1")
+    assert done.returncode == 0 and "#1 waiting until" in done.stdout
+    assert re.search(r"the next iteration would wait: .*gemini-3\.5-flash.*daily", done.stdout), done.stdout
+
+
+def test_the_status_line_shows_the_iteration_number(workspace, env, gemini):
+    env.pop("NO_COLOR", None)
+    env["TERM"] = "xterm"
+    gemini.reply(api.answer([("a.py", "a = 1\n")])).reply(api.answer([("b.py", "b = 1\n")]), delay=1.5)
+    screen = run_in_terminal(workspace, env, "--iterations", "2")
+    assert re.search(r"#2 0:0\d seed\.py: asking gemini-3\.5-flash", screen), screen
+
+
+def test_landed_states_are_said_in_words_a_newcomer_reads_right(workspace, env, gemini):
+    gemini.reply(api.answer([("a.py", "a = 1\n")])).reply(api.answer([("b.py", "b = 1\n")]))
+    assert run_fallback(workspace, env, "--iterations", "2").returncode == 0
+    listing = run_fallback(workspace, env, "--list-backups").stdout.splitlines()
+    assert listing[0].endswith("a run from it worked") and "known good" not in "\n".join(listing)
+    assert re.search(r"^0003 .* landed +\d+ +not yet  <- the codebase now$", listing[3]), listing
+    assert re.search(r"^0002 .* landed +\d+ +yes$", listing[2]), listing
+    status = run_fallback(workspace, env, "--status").stdout
+    assert "the codebase now is snapshot 0003 (landed, a run from it worked: not yet); the newest a run worked " \
+           "from: 0002" in status and "known good" not in status
+
+
+def test_restoring_the_state_you_are_at_says_so_and_keeps_no_copy(workspace, env, gemini):
+    gemini.reply(api.answer([("a.py", "a = 1\n")]))
+    assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
+    index = json.loads((workspace / "backups" / "index.json").read_text())
+    done = run_fallback(workspace, env, "--restore", "2")
+    assert done.returncode == 0 and done.stdout == "the codebase is already as snapshot 0002 holds it: nothing to " \
+                                                   "restore\n"
+    assert json.loads((workspace / "backups" / "index.json").read_text()) == index
+
+
+@pytest.mark.parametrize("buffered", [True, False])
+def test_status_read_by_head_exits_0(workspace, env, buffered):
+    if buffered:  # as usual: the output is written at exit
+        env.pop("PYTHONUNBUFFERED", None)
+    else:
+        env["PYTHONUNBUFFERED"] = "1"
+    for _ in range(3):  # the reader goes away before a line is written
+        reader = subprocess.Popen([sys.executable, "fallback.py", "--status"], cwd=workspace, env=env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        reader.stdout.close()
+        assert reader.wait(timeout=60) == 0 and reader.stderr.read() == b""
+    piped = subprocess.run("python fallback.py --status | head -1", shell=True, cwd=workspace, env=env,
+                           capture_output=True, text=True, executable="/bin/bash")
+    assert piped.stdout == "supervisor: not running\n"
+
+
+def test_control_bytes_in_the_tasks_never_reach_the_terminal(workspace, env, gemini):
+    (workspace / "pending_tasks.md").write_text("# Pending tasks\n\n- [ ] clear \x1b[2J\x1b]0;owned\x07 the screen\n")
+    status = run_fallback(workspace, env, "--status")
+    assert status.returncode == 0 and "  - clear ?[2J?]0;owned? the screen" in status.stdout
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f]", status.stdout)
+
+
+# --- 7: --version, --help, --goal, --model ------------------------------------------------------------
+def test_version_and_help_say_the_settings_exit_codes_and_examples(workspace, env):
+    version = run_fallback(workspace, env, "--version")
+    assert version.returncode == 0 and re.fullmatch(r"seed \d{4}\.\d\d \(fallback\.py\)\n", version.stdout)
+    shown = run_fallback(workspace, env, "--help").stdout
+    for word in ("GEMINI_API_KEY", "GEMINI_MODEL", "OPENAI_BASE_URL", "SEED_PROMPT_TOKENS", "exit codes:", "78 ",
+                 "130 ", "examples:", "--goal FILE", "--model NAME[,NAME]"):
+        assert word in shown, word
+    assert len(re.findall(r"^  python fallback\.py ", shown, re.M)) == 3
+
+
+def test_goal_and_model_on_the_command_line_count_for_one_run(workspace, env, gemini, tmp_path):
+    other = tmp_path / "ideas.md"
+    other.write_text("# Another goal\n\nA tiny calculator, calc.py.\n")
+    gemini.reply(api.answer([("a.py", "a = 1\n")], model="gemini-2.5-flash-lite"))
+    done = run_fallback(workspace, env, "--iterations", "1", "--goal", str(other), "--model", "gemini-2.5-flash-lite")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert gemini.models_asked() == ["gemini-2.5-flash-lite"]
+    assert "A tiny calculator, calc.py." in gemini.prompts()[0] and "note keeper" not in gemini.prompts()[0]
+    assert "note keeper" in (workspace / "goal.md").read_text()  # goal.md is left as it is
+    assert "A tiny calculator, calc.py." in (workspace / "report.html").read_text()  # the page shows the one used
+    gemini.reply(api.answer([("b.py", "b = 1\n")]))
+    assert run_fallback(workspace, env, "--iterations", "1").returncode == 0  # and the next run is as .env says
+    assert gemini.models_asked()[-1] == "gemini-3.5-flash" and "note keeper" in gemini.prompts()[-1]
+    missing = run_fallback(workspace, env, "--iterations", "1", "--goal", str(tmp_path / "nope.md"))
+    assert missing.returncode == 78 and f"{tmp_path / 'nope.md'} is missing or empty" in missing.stderr
+
+
+def test_model_on_the_command_line_names_a_local_servers_model(workspace, env, gemini):
+    env.update(OPENAI_BASE_URL="http://127.0.0.1:9/v1", OPENAI_MODEL="qwen3:8b")
+    listed = run_fallback(workspace, env, "--status", "--model", "llama3.2:3b").stdout
+    assert re.search(r"^  llama3\.2:3b ", listed, re.M) and "qwen3:8b" not in listed
+    del env["OPENAI_BASE_URL"]
+    bad = run_fallback(workspace, env, "--iterations", "1", "--model", "gemini-3.5-flash,not a name!")
+    assert bad.returncode == 78 and "GEMINI_MODEL: 'not a name!' is not a model's name" in bad.stderr
+
+
+# --- 9: the report ----------------------------------------------------------------------------------
+GOAL_IN_MARKDOWN = ("# Notes <script>alert('goal')</script>\n\nA **small** note keeper, `notes.py`:\n\n- add a note\n"
+                    "- find *notes* <img src=x onerror=alert(1)>\n\n```\nprint('<b>')\n```\n")
+
+
+def test_the_report_renders_the_goals_markdown_escaped_and_without_script(workspace, env, gemini):
+    (workspace / "goal.md").write_text(GOAL_IN_MARKDOWN)
+    gemini.reply(api.answer([("a.py", "a = 1\n")]))
+    assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
+    page = (workspace / "report.html").read_text()
+    goal = page[page.index('<section id="goal">'):page.index("</section>")]
+    for part in ("<h3>Notes &lt;script&gt;alert(&#x27;goal&#x27;)&lt;/script&gt;</h3>", "<strong>small</strong>",
+                 "<code>notes.py</code>", "<li>add a note</li>", "<em>notes</em> &lt;img src=x",
+                 "<pre><code>print(&#x27;&lt;b&gt;&#x27;)</code></pre>"):
+        assert part in goal, part
+    assert "<script" not in page and "<img" not in page and "# Notes" not in goal
+
+
+def test_the_report_shows_the_last_step_explains_its_columns_and_dates_one_day_once(workspace, env, gemini):
+    gemini.reply(api.answer([("a.py", "a = 1\n")])).reply(api.answer([("b.py", "b = 1\nc = 2\n")]))
+    assert run_fallback(workspace, env, "--iterations", "2").returncode == 0
+    page = (workspace / "report.html").read_text()
+    lines = re.findall(r'<path class="line" d="([^"]+)"', page)
+    assert len(lines) == 3
+    for d in lines:
+        *_, (step, _) = re.findall(r"H([\d.]+)V([\d.]+)", d)  # the last landing's step: inside the chart
+        assert float(step) < 340, d
+    assert "<b>wasted</b>: requests that brought nothing that landed" in page
+    [chart] = re.findall(r'<figcaption><code>gemini-3\.5-flash</code>.*?</svg>', page, re.S)
+    day = re.search(r"Pacific days, \d{4}-(\d\d-\d\d) to", page)[1]
+    assert chart.count(f">{day}</text>") == 1
+
+
+def test_a_model_the_backend_does_not_know_gets_no_quota_on_the_page(workspace, env, gemini):
+    env["GEMINI_MODEL"] = "gemini-3.5-flsh"
+    gemini.reply(api.model_gone("gemini-3.5-flsh"))
+    run_fallback(workspace, env, "--iterations", "1")
+    assert run_fallback(workspace, env, "--report").returncode == 0
+    page = (workspace / "report.html").read_text()
+    [chart] = re.findall(r'<figcaption><code>gemini-3\.5-flsh</code>.*?</svg>', page, re.S)
+    assert "1 request(s)</figcaption>" in chart and "quota" not in chart
+
+
+# --- 8: the README is a door ---------------------------------------------------------------------------
+def test_the_readme_is_short_and_every_option_it_shows_is_in_help(workspace, env):
+    readme = (REPO / "README.md").read_text()
+    assert len(readme.splitlines()) <= 150
+    shown = set(re.findall(r"(?<![\w-])--[a-z][a-z-]+", readme))
+    for page in (REPO / "docs").glob("*.md"):  # the reference's options of fallback.py, too
+        shown |= {flag for line in page.read_text().splitlines() if "fallback.py" in line or "| `--" in line
+                  for flag in re.findall(r"(?<![\w-])--[a-z][a-z-]+", line) if not flag.startswith("--steps")}
+    helped = run_fallback(workspace, env, "--help").stdout
+    assert shown and {flag for flag in shown if not re.search(rf"(?<![\w-]){flag}\b", helped)} == set()
+    assert "python -m pytest -q tests" in readme  # CI runs the README's test command
+    for link in re.findall(r"\]\((docs/[^)#]+)\)", readme):
+        assert (REPO / link).is_file() or link == "docs/local-models.md", link  # another branch brings that one
