@@ -41,14 +41,14 @@ sys.modules["supervisor"] = importlib.util.module_from_spec(SPEC)  # by its path
 SPEC.loader.exec_module(sys.modules["supervisor"])
 
 from supervisor import (demo, export, gate, journal, openai_compatible, report as page,  # noqa: E402
-                        sandbox, snapshots as snap, status, terrarium)
+                        snapshots as snap, status, terrarium)
 from supervisor.console import redact, report, say, show_phase, start_status_line, summary  # noqa: E402
 from supervisor.settings import (BACKOFF, BACKUPS, DRY_SPELL, EX_CONFIG, EX_UNAVAILABLE, FAULT_PAUSE,  # noqa: E402
                                  GUARDED, LOCK, LOG, NOT_CODE, PROBLEMS, PROMPT_TOKENS, RECORD, REQUESTS_PER_RUN,
                                  RESTORING, SANDBOX_REQUIRED, STEERING, SUSPICION, UNDER_WAY, WORK, load_json,
                                  save_json, write_atomically)
 
-CONFINEMENT = sandbox.probe()  # what this machine can confine the model's code with, said once and in every log
+CONFINEMENT = terrarium.confinement()  # what this machine can confine the model's code with, said once and in every log
 SEED_KEEPER = " ".join(GUARDED + STEERING + sorted(f"{folder}/" for folder in NOT_CODE))  # not the seed's to write
 
 

@@ -16,16 +16,17 @@ import json
 import os
 import shutil
 import signal
+import site
 import subprocess
 import sys
 import threading
 from collections import deque
 
 from . import sandbox
-from .console import SECRETS, say
-from .settings import (CONTRACT, GUARDED, LANDING, LIMITS, LOG, NOT_CODE, OUTPUT_TAIL, ROOT, RUNNING,
-                       SANDBOX_REQUIRED, SCRATCH, STEERING, TEST_SUPPORT, WORK, load_json, tail_of,
-                       write_atomically)
+from .console import say
+from .settings import (CONTRACT, GUARDED, LANDING, LIMITS, LOG, NAMESPACES, NOT_CODE, OUTPUT_TAIL, PROCESSES, ROOT,
+                       RUNNING, SANDBOX_REQUIRED, SCRATCH, SHM_BYTES, STEERING, TEST_SUPPORT, WORK, load_json,
+                       tail_of, write_atomically)
 from .snapshots import manifest, object_path, remove_empty_parents, stays_inside, store_object
 
 PROVIDED = [*STEERING, *TEST_SUPPORT, CONTRACT]  # read by the seed and the gate
@@ -113,10 +114,23 @@ def finish_landing():
 
 
 # --- running the model's code -----------------------------------------------------------------
+PASSED = {"PATH", "LANG", "LANGUAGE", "TZ", "TERM", "PYTHONPATH", "PYTHONIOENCODING", "PYTHONUTF8",
+          "LD_LIBRARY_PATH"}  # the variables of the user's environment a run gets (and LC_*): what Python needs
+
+
+def confinement():
+    """What confines the model's code on this machine, for the log: Support(confined, abi, text)."""
+    isolated, how = sandbox.isolation() if NAMESPACES else (False, "no namespaces (SEED_NAMESPACES=0): " +
+                                                            sandbox.UNISOLATED)
+    landlock = sandbox.probe()
+    return landlock._replace(text=f"{landlock.text}; {how}")
+
+
 def policy(gateway_port=None, own_servers=False):
     """What a child may reach: the seed, the gateway; the gate's checks, only servers of their own. Folders in
     PYTHONPATH stay readable, so the child imports what this process would."""
-    rules = sandbox.policy_for(WORK, SCRATCH, gateway_port, LIMITS, own_servers=own_servers, require=SANDBOX_REQUIRED)
+    rules = sandbox.policy_for(WORK, SCRATCH, gateway_port, LIMITS, own_servers=own_servers, require=SANDBOX_REQUIRED,
+                               isolate=NAMESPACES and sandbox.isolation()[0], processes=PROCESSES, shm=SHM_BYTES)
     rules["read"] += [folder for folder in os.environ.get("PYTHONPATH", "").split(os.pathsep) if folder]
     return rules
 
@@ -126,8 +140,12 @@ def run_bounded(command, env, timeout, rules, watch=None):
     (exit code, or None on timeout; output tail).
 
     Output goes through a pipe drained by a thread that keeps only the last OUTPUT_TAIL bytes, so a
-    child that prints without end neither blocks nor fills a file. The whole group is killed at the
-    end (timeout, Ctrl+C or normal exit), so no grandchild outlives its run."""
+    child that prints without end neither blocks nor fills a file. At the end (timeout, Ctrl+C or normal
+    exit) the group is killed, then every process the run left (this process is their subreaper), so none
+    outlives its run; without namespaces of its own, what it left in /dev/shm is taken away, and over
+    rules["shm"] it fails."""
+    shared = None if rules["isolate"] else sandbox.shm_entries()
+    sandbox.become_subreaper()
     child = subprocess.Popen(sandbox.command(command, rules), cwd=WORK, env=env,
                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              start_new_session=True)
@@ -145,9 +163,15 @@ def run_bounded(command, env, timeout, rules, watch=None):
         except (ProcessLookupError, PermissionError):
             pass
         child.wait()
+        sandbox.end_descendants()
         RUNNING.unlink(missing_ok=True)
         reader.join(5)
-    return code, b"".join(tail).decode("utf-8", "replace")
+    output = b"".join(tail).decode("utf-8", "replace")
+    left = sandbox.clear_shm(shared) if shared is not None else 0
+    if left > rules["shm"]:
+        code = 1 if code == 0 else code
+        output += f"\nthe run left {left >> 20} MB in /dev/shm, over its limit of {rules['shm'] >> 20} MB (SEED_SHM_MB)\n"
+    return code, output
 
 
 def end_orphans():
@@ -194,8 +218,9 @@ def python(script, *args):
 
 
 def clean_env(**settings):
-    """This process's environment without any secret (the key, under whatever name it was copied), plus settings."""
-    secrets = [os.environ.get(name, "").strip() for name in SECRETS]
-    env = {name: value for name, value in os.environ.items()
-           if name not in SECRETS and not any(len(s) >= 8 and s in value for s in secrets)}
-    return {**env, "PYTHONDONTWRITEBYTECODE": "1", **settings}
+    """The run's environment: a short allow-list of this process's (never a key, a token or a password of the
+    user's shell), a HOME in the run's temp folder, plus settings."""
+    env = {name: value for name, value in os.environ.items() if name in PASSED or name.startswith("LC_")}
+    if site.ENABLE_USER_SITE:  # packages installed with pip --user, found though HOME moved
+        env["PYTHONUSERBASE"] = site.getuserbase()
+    return {**env, "HOME": str(SCRATCH), "PYTHONDONTWRITEBYTECODE": "1", **settings}
