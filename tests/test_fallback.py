@@ -163,7 +163,8 @@ def test_a_hang_is_killed_with_its_children(workspace, env, gemini):
     assert done.returncode == 0, done.stderr
     assert time.monotonic() - started < 30
     assert outcomes(workspace)[1] == "rolled back: seed.py timed out and was killed with its children"
-    assert not alive(int(re.search(r"child pid (\d+)", (workspace / "iteration_log.md").read_text()).group(1)))
+    assert "child pid" in (workspace / "iteration_log.md").read_text()  # a pid of its own PID namespace, maybe
+    assert not processes_in(workspace)
     assert (workspace / "seed.py").read_bytes() == (REPO / "seed.py").read_bytes()
 
 
