@@ -72,7 +72,7 @@ def timed(argv, cwd, launches):
 
 def row(name, times):
     ordered = sorted(times)
-    print(f"  {name:<48} median {statistics.median(ordered):7.1f} ms   p90 {ordered[int(len(ordered) * 0.9)]:7.1f} ms")
+    print(f"  {name:<56} median {statistics.median(ordered):7.1f} ms   p90 {ordered[int(len(ordered) * 0.9)]:7.1f} ms")
 
 
 def main():

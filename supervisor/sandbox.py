@@ -1,42 +1,66 @@
 """sandbox: confine a child process (the model's code) with the most this machine offers.
 
-    policy = policy_for(workdir, temp, gateway_port, LIMITS)      # what the child may reach
+    policy = policy_for(workdir, temp, gateway_port, LIMITS, isolate=isolation()[0])  # what the child may reach
     subprocess.Popen(command([sys.executable, "seed.py"], policy), cwd=workdir, ...)
+    end_descendants()                      # after it: whatever it left running (the keeper is their subreaper)
     say(f"confinement: {probe().text}")    # e.g. "Landlock ABI 7: files, truncation, TCP, signals"
 
 `command` puts a launcher in front of the command: `python -I -S -c LAUNCH '<policy json>' <command...>`.
-The launcher sets the rlimits and TMPDIR, sets no_new_privs (and, run as root, keeps exec from granting
-capabilities), confines itself, then execs the command; everything the command starts inherits all of
-it. Linux: Landlock, through its three system calls with ctypes (no dependency: the PyPI bindings,
-landlock 1.0.0.dev5 or py-landlock 0.1, are pre-releases that add little), handling every right the
-kernel's ABI knows. macOS: sandbox-exec with a Seatbelt profile made from the same policy (generated
-and tested as text, never run here). Elsewhere, or on a kernel without Landlock, the child runs with
-the limits only and probe() says so; with `require` in the policy (SEED_SANDBOX=require) the launcher
-refuses instead: one line, exit 78.
+The launcher sets the rlimits and TMPDIR; where the kernel allows (isolation() tried it once), it puts the run
+in user, PID, mount and network namespaces of its own, with a relay to the gateway outside them; it sets
+no_new_privs (run as root, keeps exec from granting capabilities), confines itself with Landlock, then execs
+the command; everything the command starts inherits all of it. Linux: Landlock and namespaces through their
+system calls with ctypes (no dependency: the PyPI bindings, landlock 1.0.0.dev5 or py-landlock 0.1, are
+pre-releases that add little). macOS: sandbox-exec with a Seatbelt profile made from the same policy
+(generated and tested as text, never run here). With `require` (SEED_SANDBOX=require) a machine without
+Landlock or sandbox-exec refuses to run the code: one line, exit 78.
 
-The threat is careless code from a model, not a determined attacker. Under Landlock ABI 7 the child
-and everything it starts can:
-- write only beneath `write`: its working copy, its private temp folder, /dev/null and its kin, and
-  /dev/shm (multiprocessing's semaphores); and make no device nodes there;
-- read and execute only beneath `read` and `write`: the system folders, Python and its packages. Not
-  the user's folder (.env, backups/), not the rest of the home, not the disks in /dev, not another
-  process's environment or memory (/proc/PID/environ);
-- connect over TCP (ABI 4+) only to `connect`, the gateway, and with `own_servers` to the kernel's
-  ephemeral ports, where its own servers land (they bind port 0; binding a chosen port is refused);
-- signal, or reach the abstract UNIX sockets of, only processes of its own sandbox (ABI 6+).
-Not confined: UDP and other non-TCP sockets; pathname UNIX sockets such as /var/run/docker.sock
-(Landlock ABI 9 refuses them; not used yet, untested); with own_servers, TCP to any host's ephemeral
-ports, another program's loopback server among them (careless code cannot know such a port); learning
-that a path exists, its size and times (stat is not checked); reading world-readable files in /etc,
-/proc and /sys; CPU, memory and disk beyond the rlimits. Older ABIs: below 3, truncate(2) is open;
-below 4, TCP; below 6, signals; ABI 1 refuses moving a file to another folder. Refusals are not sent to
-the audit log (ABI 7 could): a model that keeps trying would flood it.
+The threat is code from a model that optimises for its tests passing: careless, sometimes odd, not a
+determined attacker with kernel exploits. What confines it, and what each part needs of the kernel:
+- Files (Landlock, Linux 5.13+): it writes only its working copy, its private temp folder, /dev/null and
+  its kin and /dev/shm, and makes no device nodes; it reads and executes only the system folders, Python and
+  its packages: not the user's folder (.env, backups/), the home, the disks in /dev, nor another process's
+  environment or memory. truncate(2) needs ABI 3 (6.2), TCP rules ABI 4 (6.7), signal and abstract UNIX
+  socket scoping ABI 6 (6.12); ABI 1 refuses moving a file to another folder.
+- Processes (a user namespace, then a PID namespace, Linux 3.8+, where unprivileged user namespaces are
+  allowed: not on Ubuntu 24.04's default AppArmor, nor in most containers): the run's first process is PID 2
+  under an init of its own (the launcher's child, which reaps orphans); when the run ends, its init ends and
+  the kernel kills everything left in the namespace, a double-forked setsid daemon included. Its /proc is a
+  fresh one: it sees only its own processes, never another program's command line. The number of its
+  processes (SEED_PROCESSES): RLIMIT_NPROC, which counts per user namespace since Linux 5.14, so in the run's
+  own it counts only the run's, never root's; for root, the PID namespace's own pid_max (Linux 6.14+) bounds
+  them, at 300 at the least (root on an older kernel: unbounded).
+- Network (a network namespace): only a loopback of its own. The gate's tests bind and reach their own
+  servers there on any port; the user's loopback servers, TCP or UDP, and every other host are out of reach,
+  and abstract UNIX sockets are the namespace's own. The seed reaches the gateway at the same address,
+  127.0.0.1:PORT: the launcher makes a listening socket there inside and hands it (SCM_RIGHTS) to a relay it
+  forked before entering the namespaces, which carries each connection to the gateway outside. The relay is
+  out of the run's reach: not in its PID namespace (no PID to name), in the parent user namespace (no
+  ptrace), outside its Landlock domain (no signal); it ends with the launcher.
+- /dev/shm (the mount namespace): a private tmpfs of SEED_SHM_MB; gone when the run ends. /run, /var/run and
+  /tmp/.X11-unix are covered by empty read-only tmpfs, hiding the UNIX sockets of D-Bus, systemd, docker
+  and X11. Landlock keeps applying inside, nested after the namespaces are set up.
+- The environment (terrarium.clean_env): an allow-list, never the user's shell variables.
+Still open with all of the above: pathname UNIX sockets at a path the code can guess outside /run (say
+~/.docker/run/docker.sock): Landlock ABI 9 would refuse them, not used here; seccomp cannot see the path
+connect() is given, and refusing AF_UNIX sockets outright would break multiprocessing (Codex CLI's seccomp
+filter lets them through too). Learning that a path exists, its size and times (stat is not checked);
+reading the world-readable files of /etc and /sys; CPU, memory and disk beyond the rlimits; the kernel's own
+bugs. Refusals are not sent to the audit log (ABI 7 could): a model that keeps trying would flood it.
 
-Own servers: Landlock has no port ranges or addresses, so allowing the ephemeral range takes one rule
-per port (28,232 by default): 30 to 55 ms to add and about 8 ms to enforce per launch on this machine
-(2 shared cores); what the launched command starts inherits them for free, and the seed needs none.
-A private network namespace would confine loopback exactly, but needs unprivileged user namespaces
-(often disabled: Ubuntu 24.04, many containers) and a relay to the gateway outside it.
+Without namespaces (refused by the kernel, or SEED_NAMESPACES=0; macOS): the keeper is the child subreaper
+of its runs (Linux 3.4+), so every orphan a run leaves becomes its child, and after each run it stops, then
+kills, every process below it until none is left; a keeper killed with kill -9 ends only the process group
+of the run it left at its next start (a daemon that left that group lives on). macOS has no subreaper:
+there a daemon outlives its run. Processes: RLIMIT_NPROC at the user's count at launch plus
+SEED_PROCESSES (root unbounded). /dev/shm is the machine's: what this user made there during the run is
+taken away after it and counted (over SEED_SHM_MB, the run fails; a file another program of the same
+user made there meanwhile goes too). Network: Landlock's TCP rules (ABI 4+): the seed reaches only the gateway's
+port; the gate's tests, the kernel's ephemeral ports, where their port-0 servers land: 28,232 rules, 30 to
+55 ms per launch here, and any server of the user's on such a port is reachable too (one found through
+/proc/net/tcp is). UDP, and pathname UNIX sockets anywhere, are open; /proc shows every process's command
+line (not its environment). A kernel with neither Landlock nor namespaces confines only by the rlimits,
+the environment and the keeper's clean-up: the code can read and write whatever the user can.
 """
 import contextlib
 import ctypes

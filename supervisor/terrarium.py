@@ -6,10 +6,11 @@ seed's contract tests), each refreshed after every run so no run changes what th
 through `run_bounded`: a launcher (sandbox.py) sets resource limits and confines the child with the most the
 machine offers: it can write only the working copy and a private temp folder, read the system, Python and
 the working copy (not .env, backups/ or the home), connect only to the gateway (the gate: only to servers of
-its own), signal nothing outside its run. Its environment holds no secret. It finds the codebase's modules
+its own), signal nothing outside its run; where the kernel allows, in namespaces of its own (its processes,
+/proc, network, /dev/shm). Its environment is a short allow-list, never the user's. It finds the codebase's modules
 after the standard library and the installed packages, so a json.py of the model's never stands in for the
-real one. The whole process group is killed when a run ends; a marker names it, so a killed supervisor's is
-ended at the next start. The folder changes only when a change lands: `land` copies the changed files in,
+real one. Every process a run starts ends with it (its namespace's, or found by the keeper, their
+subreaper); a marker names its group, so a killed supervisor's is ended at the next start. The folder changes only when a change lands: `land` copies the changed files in,
 crash-safely (backups/landing.json lists them first; a start after kill -9 finishes the landing).
 """
 import json
@@ -120,8 +121,7 @@ PASSED = {"PATH", "LANG", "LANGUAGE", "TZ", "TERM", "PYTHONPATH", "PYTHONIOENCOD
 
 def confinement():
     """What confines the model's code on this machine, for the log: Support(confined, abi, text)."""
-    isolated, how = sandbox.isolation() if NAMESPACES else (False, "no namespaces (SEED_NAMESPACES=0): " +
-                                                            sandbox.UNISOLATED)
+    how = sandbox.isolation()[1] if NAMESPACES else "no namespaces (SEED_NAMESPACES=0): " + sandbox.UNISOLATED
     landlock = sandbox.probe()
     return landlock._replace(text=f"{landlock.text}; {how}")
 
