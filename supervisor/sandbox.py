@@ -209,8 +209,10 @@ def isolation():
     """Whether this kernel gives a run namespaces of its own, tried once for real: (works, text for the log)."""
     if not sys.platform.startswith("linux"):
         return False, f"no namespaces on {sys.platform}"
+    said, tell = os.pipe()
     trial = os.fork()
-    if trial == 0:  # the whole setup, in a child that ends at once: its exit code says what was refused
+    if trial == 0:  # the whole setup, in a child that ends at once; what the kernel refused, it writes down
+        os.close(said)
         try:
             unshare()
             set_up_namespaces({"shm": 1 << 20, "read": [], "write": []})
@@ -220,16 +222,16 @@ def isolation():
                 os._exit(0)
             os._exit(os.waitstatus_to_exitcode(os.waitpid(init, 0)[1]) & 255)
         except OSError as error:
-            os._exit((error.errno or 1) & 255)
+            os.write(tell, (f"{error.strerror}: {error.filename}" if error.filename else error.strerror).encode())
         finally:
             os._exit(1)
+    os.close(tell)
     _, status = os.waitpid(trial, 0)
-    code = os.waitstatus_to_exitcode(status)
-    if code == 0:
+    with open(said, "rb") as refused:
+        why = refused.read().decode(errors="replace")
+    if os.waitstatus_to_exitcode(status) == 0:
         return True, "namespaces: its own processes, /proc, network (the gateway through a relay) and /dev/shm"
-    why = "user namespaces are disabled here" if code in (errno.EPERM, errno.EACCES, errno.ENOSPC) else \
-        f"namespaces refused: {os.strerror(code) if code > 0 else 'killed'}"
-    return False, f"no namespaces ({why}): " + UNISOLATED
+    return False, f"no namespaces ({why or 'their trial failed'}): " + UNISOLATED
 
 
 UNISOLATED = "the keeper ends what a run leaves; UDP, loopback servers on ephemeral ports and /proc stay open"

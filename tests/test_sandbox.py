@@ -2,6 +2,7 @@
 
 Each attempt runs in a fresh `python -c` child started as the keeper starts one, through sandbox.command().
 """
+import errno
 import json
 import os
 import re
@@ -357,6 +358,16 @@ def command_line(process):
         return (process / "cmdline").read_bytes().decode(errors="replace")
     except OSError:
         return ""
+
+
+def test_where_the_kernel_refuses_namespaces_isolation_says_which_step_and_what_stays_open(monkeypatch):
+    def refused():
+        raise OSError(errno.EPERM, "unshare: Operation not permitted")
+
+    monkeypatch.setattr(sandbox, "unshare", refused)
+    assert sandbox.isolation.__wrapped__() == (False, "no namespaces (unshare: Operation not permitted): "
+                                               "the keeper ends what a run leaves; UDP, loopback servers on "
+                                               "ephemeral ports and /proc stay open")
 
 
 def test_isolation_says_what_it_gives_or_what_stays_open():
