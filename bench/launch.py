@@ -99,8 +99,8 @@ def main():
             row(f"{name}, Landlock only", timed(launch(policy(**choices), [sys.executable, "-c", "pass"]), work,
                                                 args.launches))
             if isolated:
-                row(f"{name}, namespaces + Landlock", timed(launch(policy(isolate=True, **choices),
-                                                                   [sys.executable, "-c", "pass"]), work, args.launches))
+                argv = launch(policy(isolate=True, **choices), [sys.executable, "-c", "pass"])
+                row(f"{name}, namespaces + Landlock", timed(argv, work, args.launches))
         for name, rules in [("straight", policy(port=port)), ("through the relay", policy(port=port, isolate=True))]:
             if rules["isolate"] and not isolated:
                 continue

@@ -434,6 +434,8 @@ def serve_relay(channel, port):
         quiet = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(quiet, fd)  # the keeper reads the run's output to its end: the relay holds none of it
+        os.closerange(3, channel.fileno())  # nor any other file the run was given
+        os.closerange(channel.fileno() + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
         _, fds, _, _ = socket.recv_fds(channel, 1, 1)
         if fds:
             with socket.socket(fileno=fds[0]) as inside:

@@ -61,7 +61,7 @@ def test_no_variable_of_the_users_shell_reaches_the_seed_or_the_gate(workspace, 
     secrets = {name: f"{name.lower()}-{uuid.uuid4().hex}" for name in
                ("GOOGLE_API_KEY", "GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "ANTHROPIC_API_KEY")}
     env.update(secrets)
-    spy = "import os, pathlib\npathlib.Path('seen_by_the_gate.txt').write_text(repr(dict(os.environ)))\n"
+    spy = "import os, pathlib\n(pathlib.Path(os.environ['TMPDIR']) / 'seen_by_the_gate.txt').write_text(str(os.environ))\n"
     gemini.reply(api.answer([("spy.py", spy), ("tests/test_spy.py", "import spy\n\n\ndef test_spy():\n    pass\n")]))
     seed = (workspace / "seed.py").read_text()
     (workspace / "seed.py").write_text(seed.replace(
@@ -71,7 +71,7 @@ def test_no_variable_of_the_users_shell_reaches_the_seed_or_the_gate(workspace, 
     assert outcomes(workspace) == ["landed: 3 file(s) changed"]
     by_seed = (workspace / "seen_by_the_seed.txt").read_text()
     assert "'PATH': " in by_seed and "'GEMINI_API_BASE': 'http://127.0.0.1:" in by_seed  # what it needs, it has
-    assert (workspace / ".seed" / "work" / "seen_by_the_gate.txt").exists()
+    assert (workspace / ".seed" / "tmp" / "seen_by_the_gate.txt").exists()
     values = list(secrets.values())
     assert not files_holding(workspace, *values)
     assert not any(v in done.stdout + done.stderr + "".join(map(str, gemini.prompts())) for v in values)
@@ -82,9 +82,10 @@ def test_a_daemon_the_seed_or_the_gate_leaves_is_gone_with_its_run(workspace, en
     env["SEED_NAMESPACES"] = namespaces
     seed_marker, gate_marker = f"seed-daemon-{uuid.uuid4().hex}", f"gate-daemon-{uuid.uuid4().hex}"
     release = tmp_path / "release"
-    held = (f"import os, pathlib, time\n\n\ndef test_held():\n    pathlib.Path('gate_started').write_text('x')\n"
-            f"    deadline = time.time() + 30\n    while not os.path.exists({str(release)!r}) and time.time() < deadline:\n"
-            "        time.sleep(0.05)\n")
+    held = ("import os, pathlib, time\n\n\ndef test_held():\n"
+            "    (pathlib.Path(os.environ['TMPDIR']) / 'gate_started').write_text('x')\n"
+            "    deadline = time.time() + 30\n"
+            f"    while not os.path.exists({str(release)!r}) and time.time() < deadline:\n        time.sleep(0.05)\n")
     files = {"daemon.py": DAEMON, "spawner.py": f"import daemon\n\ndaemon.start({gate_marker!r})\n",
              "tests/test_held.py": held}
     (workspace / "daemon.py").write_text(DAEMON)
@@ -94,13 +95,13 @@ def test_a_daemon_the_seed_or_the_gate_leaves_is_gone_with_its_run(workspace, en
     keeper = subprocess.Popen([sys.executable, "fallback.py", "--delay", "0", "--iterations", "1"], cwd=workspace,
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        wait_for(lambda: (workspace / ".seed" / "work" / "gate_started").exists() or keeper.poll() is not None, 60)
+        wait_for(lambda: (workspace / ".seed" / "tmp" / "gate_started").exists() or keeper.poll() is not None, 60)
         during_the_gate = with_marker(seed_marker)
     finally:
         release.write_text("go")
         output = keeper.communicate(timeout=90)[0]
     assert keeper.returncode == 0, output
-    assert (workspace / ".seed" / "work" / "gate_started").exists(), output  # the gate ran, the test saw it
+    assert (workspace / ".seed" / "tmp" / "gate_started").exists(), output  # the gate ran, the test saw it
     assert during_the_gate == []  # the seed's run was over: its daemon was gone before the gate started
     assert with_marker(seed_marker) == [] and with_marker(gate_marker) == []
 
@@ -168,7 +169,8 @@ def users_servers():
 @needs_namespaces
 def test_a_gate_test_finds_no_server_of_the_users_and_its_udp_arrives_nowhere(workspace, env, gemini, users_servers):
     tcp_port, udp, reached = users_servers
-    reach = ("import socket\n\n\ndef test_reach():\n    ports = {%d}\n    for line in open('/proc/net/tcp').readlines()[1:]:\n"
+    reach = ("import socket\n\n\ndef test_reach():\n    ports = {%d}\n"
+             "    for line in open('/proc/net/tcp').readlines()[1:]:\n"
              "        local, state = line.split()[1], line.split()[3]\n        if state == '0A':\n"
              "            ports.add(int(local.split(':')[1], 16))\n    for port in ports:\n        try:\n"
              "            socket.create_connection(('127.0.0.1', port), timeout=2).sendall(b'from the gate')\n"

@@ -272,10 +272,12 @@ spec = importlib.util.spec_from_file_location("sandbox", sys.argv[1])
 sandbox = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(sandbox)
 sandbox.become_subreaper()
-daemon = "import os, sys, time\\nif os.fork() == 0:\\n    os.setsid()\\n    if os.fork() == 0:\\n        time.sleep(60)\\n    os._exit(0)"
+daemon = ("import os, sys, time\\nif os.fork() == 0:\\n    os.setsid()\\n    if os.fork() == 0:\\n"
+          "        time.sleep(60)\\n    os._exit(0)")
 subprocess.run([sys.executable, "-c", daemon, sys.argv[2]])
 time.sleep(0.2)
-daemons = [pid for pid in sandbox.descendants(os.getpid()) if sys.argv[2].encode() in open(f"/proc/{pid}/cmdline", "rb").read()]
+daemons = [pid for pid in sandbox.descendants(os.getpid())
+           if sys.argv[2].encode() in open(f"/proc/{pid}/cmdline", "rb").read()]
 sandbox.end_descendants()
 print(len(daemons), len(sandbox.descendants(os.getpid())))
 """  # a keeper that made itself subreaper, whose run left a double-forked daemon: found, then ended
