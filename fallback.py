@@ -65,18 +65,19 @@ sys.modules["supervisor"] = importlib.util.module_from_spec(SPEC)  # by its path
 SPEC.loader.exec_module(sys.modules["supervisor"])
 
 from supervisor import (demo, export, gate, journal, openai_compatible, report as page,  # noqa: E402
-                        sandbox, snapshots as snap, status, terrarium)
+                        snapshots as snap, status, terrarium)
 from supervisor.untrusted import Untrusted  # noqa: E402
 from supervisor.console import (redact, report, say, show_iteration, show_phase, start_status_line,  # noqa: E402
                                 summary)
 from supervisor.settings import (BACKOFF, BACKUPS, DRY_SPELL, EX_CONFIG, EX_UNAVAILABLE, FAULT_PAUSE,  # noqa: E402
-                                 FULL_GATE_EVERY, GUARDED, LOCK, LOG, NOT_CODE, PROBLEMS, PROMPT_TOKENS, REQUESTS_PER_RUN,
+                                 FULL_GATE_EVERY, GUARDED, LOCK, LOG, NOT_CODE, PROBLEMS, PROMPT_TOKENS,
+                                 REQUESTS_PER_RUN,
                                  RESTORING, SANDBOX_REQUIRED, STEERING, SUSPICION, UNDER_WAY, WORK, load_json,
                                  save_json, write_atomically)
 from supervisor.gateway import CHARS_PER_TOKEN  # noqa: E402
 from supervisor.settings import NAMED, source_of  # noqa: E402
 
-CONFINEMENT = sandbox.probe()  # what this machine can confine the model's code with, said once and in every log
+CONFINEMENT = terrarium.confinement()  # what this machine can confine the model's code with, said once and in every log
 SEED_KEEPER = " ".join(GUARDED + STEERING + sorted(f"{folder}/" for folder in NOT_CODE))  # not the seed's to write
 
 
@@ -207,7 +208,8 @@ def land(number, index, start, result):
     entry = snap.snapshot(index, "landed", number, files=landed)  # the new known-good candidate; the report's "after"
     if result.get("passing") is not None:
         entry["passing"] = result["passing"]  # the ratchet's counts for changes that start from here
-    index["partial_landings"] = 0 if result.get("tests_ran") == gate.EVERY_TEST else index.get("partial_landings", 0) + 1
+    partial = result.get("tests_ran") != gate.EVERY_TEST  # the cadence: how long landings rest on a selection
+    index["partial_landings"] = index.get("partial_landings", 0) + 1 if partial else 0
     snap.save_index(index)
     journal.tick_tasks(result["record"]["done"])
     result["outcome"] = f"landed: {len(plan)} file(s) changed"
@@ -223,8 +225,8 @@ def settle_failure(number, index, start, seed_ran, failure, session, result):
     session["suspect"] = None if seed_ran else {"kind": failure[0], "mark": mark, "home": start}
     keep_suspicion(session)  # before the walk-back: a keeper stopped during it must not keep it
     roll_back(index, start, seed_ran, number, session["bad"], result)
-    if seed_ran and failure[0].startswith(("import check", "tests")) and not is_kind(failure, gate.Failure.TESTS_REMOVED) \
-            and journal.failure_mark(*(gate.run_checks(snap.files_of(start), gate.touches_seed(
+    if seed_ran and failure[0].startswith(("import check", "tests")) and \
+            not is_kind(failure, gate.Failure.TESTS_REMOVED) and journal.failure_mark(*(gate.run_checks(snap.files_of(start), gate.touches_seed(
                 result["changes"], result["files"]))[0] or ("", ""))) == mark:
         return wait_for_the_world(failure, session, result)
     result.update(outcome=f"rolled back: {failure[0]}", reason=failure[0], output=redact(failure[1]))

@@ -65,8 +65,8 @@ if tests:
         def pytest_sessionfinish(self, session, exitstatus):
             tell(finished=int(exitstatus))
 
-    code = pytest.main(["-c", os.devnull, "--rootdir", root, "--confcutdir", root, "-q", "-x", "--tb=short", "-rN", "-p", "no:cacheprovider",
-                        "--import-mode=append", *tests], plugins=[Keeper()])
+    code = pytest.main(["-c", os.devnull, "--rootdir", root, "--confcutdir", root, "-q", "-x", "--tb=short", "-rN",
+                        "-p", "no:cacheprovider", "--import-mode=append", *tests], plugins=[Keeper()])
     sys.exit(code)
 """  # one child: the modules import, then pytest runs over the tests (one interpreter start-up, not two)
 IMPORT_FAILED = 97
@@ -87,11 +87,11 @@ class Failure(str, Enum):
 
 
 def gate(changes, files, before=None, full=False):
-    """(None when the candidate passes, else (what failed, its output); {test file: how many of its tests pass} for
-    the model's tests, or None when none is known; which ran: EVERY_TEST, or how many of the test files). `files`: the candidate's {path: sha256}, its
-    objects stored; `before`: the same counts at the landed state the change started from, when known (the
-    ratchet); `full`: run every test even where a selection would be sound (the cadence). A change of any file
-    is checked: a data file can break a test that reads it."""
+    """(None when the candidate passes, else (what failed, its output); {test file: how many of its tests pass}
+    for the model's tests, or None when none is known; which ran: EVERY_TEST, or how many of the test files).
+    `files`: the candidate's {path: sha256}, its objects stored; `before`: the same counts at the landed state
+    the change started from, when known (the ratchet); `full`: run every test even where a selection would be
+    sound (the cadence). A change of any file is checked: a data file can break a test that reads it."""
     show_phase("checking: the changed .py files compile")
     broken = [compile_error(rel, files[rel]) for rel, kind, *_ in changes if rel.endswith(".py") and kind != "deleted"]
     if any(broken):
@@ -114,11 +114,11 @@ def touches_seed(changes, files):
 
 
 def run_checks(files, contract, changes=None):
-    """(None when the candidate's top-level modules import and pytest passes over tests/ (with the seed's contract
-    if asked), else (what failed, its output); {test file: how many of its tests passed}; which ran:
-    EVERY_TEST, or how many of the test files). With `changes`, the tests they can affect run first, and alone when that selection is sound and the
-    seed's contract is not asked. The code runs in a child of the terrarium, in the judged copy it may not
-    write, with no key and no way to the API."""
+    """(None when the candidate's top-level modules import and pytest passes over tests/ (with the seed's
+    contract if asked), else (what failed, its output); {test file: how many of its tests passed}; which ran:
+    EVERY_TEST, or how many of the test files). With `changes`, the tests they can affect run first, and alone
+    when that selection is sound and the seed's contract is not asked. The code runs in a child of the
+    terrarium, in the judged copy it may not write, with no key and no way to the API."""
     judged_copy(files)
     modules = [rel[:-3] for rel in files if rel.endswith(".py") and "/" not in rel and rel[:-3].isidentifier()]
     modules += [rel.split("/")[0] for rel in files if re.fullmatch(r"[A-Za-z_]\w*/__init__\.py", rel)]

@@ -155,7 +155,8 @@ def log_iteration(number, result, duration):
         kept = f"kept in backups/{result['kept']}" if result.get("kept") else "not kept (it could not be taken)"
         lines.append(f"- Restored snapshot {result['restored']}; the failing state is {kept}")
     if result.get("tests_ran") and result.get("passing") is not None:
-        lines.append(f"- Tests: {sum(result['passing'].values())} of the model's pass; the gate ran {result['tests_ran']}")
+        passing = sum(result["passing"].values())
+        lines.append(f"- Tests: {passing} of the model's pass; the gate ran {result['tests_ran']}")
     if result.get("confinement"):
         lines.append(f"- Confinement: {result['confinement']}")
     if record.get("salvaged"):

@@ -1,51 +1,84 @@
 """sandbox: confine a child process (the model's code) with the most this machine offers.
 
-    policy = policy_for(workdir, temp, gateway_port, LIMITS)      # what the child may reach
+    policy = policy_for(workdir, temp, gateway_port, LIMITS, isolate=isolation()[0])  # what the child may reach
     subprocess.Popen(command([sys.executable, "seed.py"], policy), cwd=workdir, ...)
+    end_descendants()                      # after it: whatever it left running (the keeper is their subreaper)
     say(f"confinement: {probe().text}")    # e.g. "Landlock ABI 7: files, truncation, TCP, signals"
 
 `command` puts a launcher in front of the command: `python -I -S -c LAUNCH '<policy json>' <command...>`.
-The launcher sets the rlimits and TMPDIR, sets no_new_privs (and, run as root, keeps exec from granting
-capabilities), confines itself, then execs the command; everything the command starts inherits all of
-it. Linux: Landlock, through its three system calls with ctypes (no dependency: the PyPI bindings,
-landlock 1.0.0.dev5 or py-landlock 0.1, are pre-releases that add little), handling every right the
-kernel's ABI knows. macOS: sandbox-exec with a Seatbelt profile made from the same policy (generated
-and tested as text, never run here). Elsewhere, or on a kernel without Landlock, the child runs with
-the limits only and probe() says so; with `require` in the policy (SEED_SANDBOX=require) the launcher
-refuses instead: one line, exit 78.
+The launcher sets the rlimits and TMPDIR; where the kernel allows (isolation() tried it once), it puts the run
+in user, PID, mount and network namespaces of its own, with a relay to the gateway outside them; it sets
+no_new_privs (run as root, keeps exec from granting capabilities), confines itself with Landlock, then execs
+the command; everything the command starts inherits all of it. Linux: Landlock and namespaces through their
+system calls with ctypes (no dependency: the PyPI bindings, landlock 1.0.0.dev5 or py-landlock 0.1, are
+pre-releases that add little). macOS: sandbox-exec with a Seatbelt profile made from the same policy
+(generated and tested as text, never run here). With `require` (SEED_SANDBOX=require) a machine without
+Landlock or sandbox-exec refuses to run the code: one line, exit 78.
 
-The threat is careless code from a model, not a determined attacker. Under Landlock ABI 7 the child
-and everything it starts can:
-- write only beneath `write`: its working copy, its private temp folder, /dev/null and its kin, and
-  /dev/shm (multiprocessing's semaphores); and make no device nodes there;
-- read and execute only beneath `read` and `write`: the system folders, Python and its packages. Not
-  the user's folder (.env, backups/), not the rest of the home, not the disks in /dev, not another
-  process's environment or memory (/proc/PID/environ);
-- connect over TCP (ABI 4+) only to `connect`, the gateway, and with `own_servers` to the kernel's
-  ephemeral ports, where its own servers land (they bind port 0; binding a chosen port is refused);
-- signal, or reach the abstract UNIX sockets of, only processes of its own sandbox (ABI 6+).
-Not confined: UDP and other non-TCP sockets; pathname UNIX sockets such as /var/run/docker.sock
-(Landlock ABI 9 refuses them; not used yet, untested); with own_servers, TCP to any host's ephemeral
-ports, another program's loopback server among them (careless code cannot know such a port); learning
-that a path exists, its size and times (stat is not checked); reading world-readable files in /etc,
-/proc and /sys; CPU, memory and disk beyond the rlimits. Older ABIs: below 3, truncate(2) is open;
-below 4, TCP; below 6, signals; ABI 1 refuses moving a file to another folder. Refusals are not sent to
-the audit log (ABI 7 could): a model that keeps trying would flood it.
+The threat is code from a model that optimises for its tests passing: careless, sometimes odd, not a
+determined attacker with kernel exploits. What confines it, and what each part needs of the kernel:
+- Files (Landlock, Linux 5.13+): it writes only its working copy, its private temp folder, /dev/null and
+  its kin and /dev/shm, and makes no device nodes; it reads and executes only the system folders, Python and
+  its packages: not the user's folder (.env, backups/), the home, the disks in /dev, nor another process's
+  environment or memory. truncate(2) needs ABI 3 (6.2), TCP rules ABI 4 (6.7), signal and abstract UNIX
+  socket scoping ABI 6 (6.12); ABI 1 refuses moving a file to another folder.
+- Processes (a user namespace, then a PID namespace, Linux 3.8+, where unprivileged user namespaces are
+  allowed: not on Ubuntu 24.04's default AppArmor, nor in most containers): the run's first process is PID 2
+  under an init of its own (the launcher's child, which reaps orphans); when the run ends, its init ends and
+  the kernel kills everything left in the namespace, a double-forked setsid daemon included. Its /proc is a
+  fresh one: it sees only its own processes, never another program's command line. The number of its
+  processes (SEED_PROCESSES): RLIMIT_NPROC, which counts per user namespace since Linux 5.14, so in the run's
+  own it counts only the run's, never root's; for root, the PID namespace's own pid_max (Linux 6.14+) bounds
+  them, at 300 at the least (root on an older kernel: unbounded).
+- Network (a network namespace): only a loopback of its own. The gate's tests bind and reach their own
+  servers there on any port; the user's loopback servers, TCP or UDP, and every other host are out of reach,
+  and abstract UNIX sockets are the namespace's own. The seed reaches the gateway at the same address,
+  127.0.0.1:PORT: the launcher makes a listening socket there inside and hands it (SCM_RIGHTS) to a relay it
+  forked before entering the namespaces, which carries each connection to the gateway outside. The relay is
+  out of the run's reach: not in its PID namespace (no PID to name), in the parent user namespace (no
+  ptrace), outside its Landlock domain (no signal); it ends with the launcher.
+- /dev/shm (the mount namespace): a private tmpfs of SEED_SHM_MB; gone when the run ends. /run, /var/run and
+  /tmp/.X11-unix are covered by empty read-only tmpfs, hiding the UNIX sockets of D-Bus, systemd, docker
+  and X11. Landlock keeps applying inside, nested after the namespaces are set up.
+- The environment (terrarium.clean_env): an allow-list, never the user's shell variables.
+Still open with all of the above: pathname UNIX sockets at a path the code can guess outside /run (say
+~/.docker/run/docker.sock): Landlock ABI 9 would refuse them, not used here; seccomp cannot see the path
+connect() is given, and refusing AF_UNIX sockets outright would break multiprocessing (Codex CLI's seccomp
+filter lets them through too). Learning that a path exists, its size and times (stat is not checked);
+reading the world-readable files of /etc and /sys; CPU, memory and disk beyond the rlimits; the kernel's own
+bugs. Refusals are not sent to the audit log (ABI 7 could): a model that keeps trying would flood it.
 
-Own servers: Landlock has no port ranges or addresses, so allowing the ephemeral range takes one rule
-per port (28,232 by default): 30 to 55 ms to add and about 8 ms to enforce per launch on this machine
-(2 shared cores); what the launched command starts inherits them for free, and the seed needs none.
-A private network namespace would confine loopback exactly, but needs unprivileged user namespaces
-(often disabled: Ubuntu 24.04, many containers) and a relay to the gateway outside it.
+Without namespaces (refused by the kernel, or SEED_NAMESPACES=0; macOS): the keeper is the child subreaper
+of its runs (Linux 3.4+), so every orphan a run leaves becomes its child, and after each run it stops, then
+kills, every process below it until none is left; a keeper killed with kill -9 ends only the process group
+of the run it left at its next start (a daemon that left that group lives on). macOS has no subreaper:
+there a daemon outlives its run. Processes: RLIMIT_NPROC at the user's count at launch plus
+SEED_PROCESSES (root unbounded). /dev/shm is the machine's: what this user made there during the run is
+taken away after it and counted (over SEED_SHM_MB, the run fails; a file another program of the same
+user made there meanwhile goes too). Network: Landlock's TCP rules (ABI 4+): the seed reaches only the gateway's
+port; the gate's tests, the kernel's ephemeral ports, where their port-0 servers land: 28,232 rules, 30 to
+55 ms per launch here, and any server of the user's on such a port is reachable too (one found through
+/proc/net/tcp is). UDP, and pathname UNIX sockets anywhere, are open; /proc shows every process's command
+line (not its environment). A kernel with neither Landlock nor namespaces confines only by the rlimits,
+the environment and the keeper's clean-up: the code can read and write whatever the user can.
 """
+import contextlib
 import ctypes
 import errno
+import fcntl
+import functools
 import json
 import os
 import resource
+import select
+import signal
 import site
+import socket
 import stat
+import struct
 import sys
+import threading
+import time
 from collections import namedtuple
 
 # --- settings ---------------------------------------------------------------------------------
@@ -76,6 +109,15 @@ PR_SET_NO_NEW_PRIVS, PR_SET_SECUREBITS = 38, 28
 SECBIT_NOROOT = 1 << 0 | 1 << 1  # and locked: uid 0 gains no capabilities at exec
 FEATURES = [(1, "files"), (3, "truncation"), (4, "TCP"), (6, "signals")]  # what each ABI adds, for probe()
 
+# Namespaces, from linux/sched.h, mount.h, prctl.h and sockios.h (the same numbers on every Linux machine).
+NEW_MOUNTS, NEW_USER, NEW_PIDS, NEW_NET = 0x00020000, 0x10000000, 0x20000000, 0x40000000
+READ_ONLY, NO_SUID, NO_DEV, NO_EXEC, RECURSIVE, PRIVATE = 1, 2, 4, 8, 0x4000, 1 << 18
+PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
+GET_FLAGS, SET_FLAGS, UP = 0x8913, 0x8914, 1  # SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP
+PID_MAX = "/proc/sys/kernel/pid_max"  # a PID namespace's own since Linux 6.14; the kernel's least is 301
+SHM = "/dev/shm"
+HIDDEN = ["/run", "/var/run", "/tmp/.X11-unix"]  # where well-known UNIX sockets live: D-Bus, docker, X11, systemd
+
 Support = namedtuple("Support", "confined abi text")  # probe()'s answer; abi is 0 without Landlock
 LIBC = ctypes.CDLL(None, use_errno=True)
 
@@ -95,17 +137,20 @@ class NetPortAttr(ctypes.Structure):
 
 
 # --- the policy -------------------------------------------------------------------------------
-def policy_for(workdir, temp, gateway_port, limits, own_servers=False, require=False):
+def policy_for(workdir, temp, gateway_port, limits, own_servers=False, require=False, isolate=False,
+               processes=300, shm=64 << 20):
     """The policy for a child working in `workdir`, as JSON-ready data (the launcher reads it back).
 
     write: folders (or files) it may change; read: folders it may read and execute; connect: TCP
     ports it may reach; own_servers: whether it may run loopback servers of its own (the gate's
     tests may; the seed needs none); temp: its TMPDIR; limits: rlimits, as fallback.py's LIMITS;
-    require: refuse to run it unconfined."""
+    require: refuse to run it unconfined; isolate: give it namespaces of its own (see isolation());
+    processes: how many it may run at once; shm: the bytes it may keep in /dev/shm."""
     system = SYSTEM_MACOS if sys.platform == "darwin" else SYSTEM_LINUX
     return {"write": [str(workdir), str(temp), *DEVICES], "read": [*system, *python_folders()],
             "connect": [gateway_port] if gateway_port else [], "own_servers": own_servers, "scope_signals": True,
-            "temp": str(temp), "limits": limits, "require": require}
+            "temp": str(temp), "limits": limits, "require": require, "isolate": isolate, "processes": processes,
+            "shm": shm}
 
 
 def python_folders():
@@ -159,6 +204,39 @@ def landlock_abi():
         return 0, reasons.get(error.errno, f"Landlock unavailable: {error.strerror}")
 
 
+@functools.cache
+def isolation():
+    """Whether this kernel gives a run namespaces of its own, tried once for real: (works, text for the log)."""
+    if not sys.platform.startswith("linux"):
+        return False, f"no namespaces on {sys.platform}"
+    said, tell = os.pipe()
+    trial = os.fork()
+    if trial == 0:  # the whole setup, in a child that ends at once; what the kernel refused, it writes down
+        os.close(said)
+        try:
+            unshare()
+            set_up_namespaces({"shm": 1 << 20, "read": [], "write": []})
+            init = os.fork()
+            if init == 0:
+                mount_proc()
+                os._exit(0)
+            os._exit(os.waitstatus_to_exitcode(os.waitpid(init, 0)[1]) & 255)
+        except OSError as error:
+            os.write(tell, (f"{error.strerror}: {error.filename}" if error.filename else error.strerror).encode())
+        finally:
+            os._exit(1)
+    os.close(tell)
+    _, status = os.waitpid(trial, 0)
+    with open(said, "rb") as refused:
+        why = refused.read().decode(errors="replace")
+    if os.waitstatus_to_exitcode(status) == 0:
+        return True, "namespaces: its own processes, /proc, network (the gateway through a relay) and /dev/shm"
+    return False, f"no namespaces ({why or 'their trial failed'}): " + UNISOLATED
+
+
+UNISOLATED = "the keeper ends what a run leaves; UDP, loopback servers on ephemeral ports and /proc stay open"
+
+
 def describe(abi):
     """One line for the log: what Landlock at this ABI confines, and what it cannot."""
     have = [name for since, name in FEATURES if abi >= since]
@@ -177,7 +255,14 @@ def launch(policy_json, argv):
     if not support.confined and policy["require"]:
         refuse(support.text)
     try:
-        argv = confine(policy, argv, support)
+        isolated = policy["isolate"] and isolate(policy)
+    except OSError as error:  # refused half way, on a kernel that allowed it at the keeper's start
+        print(f"sandbox: setting up the run's namespaces failed ({error})", file=sys.stderr)
+        sys.exit(EX_CONFIG)
+    if not isolated:
+        share_processes(policy["processes"])
+    try:
+        argv = confine(policy, argv, support, isolated)
     except OSError as error:
         if policy["require"]:
             refuse(f"confining failed: {error}")
@@ -205,7 +290,7 @@ def refuse(why):
     sys.exit(EX_CONFIG)
 
 
-def confine(policy, argv, support):
+def confine(policy, argv, support, isolated=False):
     """Confine this process (Linux) or wrap argv in sandbox-exec (macOS): the argv to exec."""
     if sys.platform == "darwin":
         return [SANDBOX_EXEC, "-p", profile(policy), *argv] if support.confined else argv
@@ -214,8 +299,244 @@ def confine(policy, argv, support):
     if os.geteuid() == 0:  # root's capabilities would bypass Landlock's /proc checks (CAP_PERFMON)
         LIBC.prctl(PR_SET_SECUREBITS, SECBIT_NOROOT, 0, 0, 0)  # where allowed (CAP_SETPCAP)
     if support.confined:
-        restrict_self(policy, min(support.abi, KNOWN_ABI))
+        restrict_self(policy, min(support.abi, KNOWN_ABI), isolated)
     return argv
+
+
+# --- namespaces: the run's own processes, /proc, network and /dev/shm ---------------------------
+def isolate(policy):
+    """Put the run in namespaces of its own; returns True in its first process (PID 2 there), or False where
+    the kernel refuses. This launcher waits and ends as the run does; the namespace's init (PID 1) reaps
+    orphans; a relay outside, started first, carries the run's TCP to the gateway."""
+    channel, far = socket.socketpair() if policy["connect"] else (None, None)
+    relay = os.fork() if channel else None
+    if relay == 0:
+        channel.close()
+        serve_relay(far, policy["connect"][0])
+    if far:
+        far.close()
+    try:
+        unshare()
+    except OSError:  # refused now, though the keeper's trial worked: the keeper's fallback still applies
+        if relay:
+            os.kill(relay, signal.SIGKILL)
+            os.waitpid(relay, 0)
+        return False
+    set_up_namespaces(policy)
+    if channel:  # the gateway's address, inside: a listening socket the relay accepts on
+        with socket.create_server(("127.0.0.1", policy["connect"][0])) as inside, channel:
+            socket.send_fds(channel, [b"."], [inside.fileno()])
+    report, told = os.pipe()
+    init = os.fork()
+    if init:
+        os.close(told)
+        end_as(os.waitpid(init, 0)[1], os.read(report, 32))
+    os.close(report)
+    LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # the launcher killed (a timeout): all of it ends
+    mount_proc()
+    with contextlib.suppress(OSError), open(PID_MAX, "w") as file:  # Linux 6.14+: bounds root's processes too
+        file.write(str(max(301, policy["processes"] + 1)))
+    limit_processes(policy["processes"])
+    run = os.fork()
+    if run:
+        reap_until(run, told)
+    os.close(told)
+    return True
+
+
+def unshare():
+    """New user, mount, PID and network namespaces for this process (its next child is their PID 1), the same
+    user and group ids inside."""
+    uid, gid = os.geteuid(), os.getegid()
+    if LIBC.unshare(NEW_USER | NEW_MOUNTS | NEW_PIDS | NEW_NET):
+        raise OSError(ctypes.get_errno(), f"unshare: {os.strerror(ctypes.get_errno())}")
+    for name, text in [("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")]:
+        with open(f"/proc/self/{name}", "w") as file:
+            file.write(text)
+
+
+def set_up_namespaces(policy):
+    """A private /dev/shm of the policy's size, well-known UNIX sockets hidden, loopback up."""
+    mount(None, "/", None, RECURSIVE | PRIVATE)  # nothing mounted here reaches the machine's mounts
+    if os.path.isdir(SHM):
+        mount("tmpfs", SHM, "tmpfs", NO_SUID | NO_DEV, f"size={policy['shm']},nr_inodes=16k,mode=1777")
+    kept = [os.path.realpath(path) for path in policy["read"] + policy["write"]]
+    for folder in sorted({os.path.realpath(path) for path in HIDDEN if os.path.isdir(path)}):
+        if not any(path == folder or path.startswith(folder + "/") for path in kept):
+            mount("tmpfs", folder, "tmpfs", READ_ONLY | NO_SUID | NO_DEV | NO_EXEC, "size=4k")
+    with socket.socket() as any_socket:
+        flags = struct.unpack("16sH14x", fcntl.ioctl(any_socket, GET_FLAGS, struct.pack("16sH14x", b"lo", 0)))[1]
+        fcntl.ioctl(any_socket, SET_FLAGS, struct.pack("16sH14x", b"lo", flags | UP))
+
+
+def mount(source, target, kind, flags, options=None):
+    """mount(2), or an OSError naming the target."""
+    encode = lambda text: text.encode() if text is not None else None
+    if LIBC.mount(encode(source), encode(target), encode(kind), flags, encode(options)):
+        raise OSError(ctypes.get_errno(), f"mount {target}: {os.strerror(ctypes.get_errno())}")
+
+
+def mount_proc():
+    """A /proc of the new PID namespace (run in its PID 1): the machine's other processes are not in it."""
+    mount("proc", "/proc", "proc", NO_SUID | NO_DEV | NO_EXEC)
+
+
+def limit_processes(most):
+    """At most `most` processes of this user: RLIMIT_NPROC counts per user namespace (Linux 5.14+), so in a
+    run's own it counts only the run's; root's are never counted (a PID namespace's pid_max bounds those)."""
+    hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
+    most = most if hard == resource.RLIM_INFINITY else min(most, hard)
+    resource.setrlimit(resource.RLIMIT_NPROC, (most, most))  # a lower hard limit too: the code cannot raise it
+
+
+def share_processes(most):
+    """Without a user namespace of its own, RLIMIT_NPROC counts every process of the user: allow the run `most`
+    beyond those running now (root is never counted)."""
+    if sys.platform.startswith("linux") and os.getuid() != 0:
+        mine = sum(1 for entry in os.scandir("/proc") if entry.name.isdigit() and owned(entry))
+        limit_processes(mine + most)
+
+
+def owned(entry):
+    """Whether a /proc entry is a process of this user (one that has just ended is not)."""
+    try:
+        return entry.stat().st_uid == os.getuid()
+    except OSError:
+        return False
+
+
+def reap_until(run, told):
+    """PID 1 of the run: reap every process that ends until `run` does, tell the launcher how, and end, which
+    ends everything left in the namespace."""
+    while True:
+        pid, status = os.wait()
+        if pid == run:
+            os.write(told, str(status).encode())
+            os._exit(0)
+
+
+def end_as(status, reported):
+    """The launcher: end as the run ended (the same exit code, or the same signal), so the keeper sees it."""
+    status = int(reported) if reported else status
+    if os.WIFSIGNALED(status):
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if os.WTERMSIG(status) != signal.SIGKILL:
+            signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+        os.kill(os.getpid(), os.WTERMSIG(status))
+    os._exit(os.waitstatus_to_exitcode(status) & 255 if os.WIFEXITED(status) else EX_CONFIG)
+
+
+def serve_relay(channel, port):
+    """The relay, outside the run's namespaces and Landlock domain: it accepts on the listening socket made
+    inside and carries each connection to the gateway on this machine's loopback. Ends with the launcher."""
+    try:
+        LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        quiet = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(quiet, fd)  # the keeper reads the run's output to its end: the relay holds none of it
+        os.closerange(3, channel.fileno())  # nor any other file the run was given
+        os.closerange(channel.fileno() + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+        _, fds, _, _ = socket.recv_fds(channel, 1, 1)
+        if fds:
+            with socket.socket(fileno=fds[0]) as inside:
+                while True:
+                    client, _ = inside.accept()
+                    threading.Thread(target=carry, args=(client, port), daemon=True).start()
+    finally:
+        os._exit(0)
+
+
+def carry(client, port):
+    """Copy bytes both ways between a client inside and the gateway, until both sides are done."""
+    try:
+        with client, socket.create_connection(("127.0.0.1", port)) as gateway:
+            other = {client: gateway, gateway: client}
+            reading = [client, gateway]
+            while reading:
+                for side in select.select(reading, [], [])[0]:
+                    data = side.recv(65536)
+                    if data:
+                        other[side].sendall(data)
+                    else:
+                        reading.remove(side)
+                        other[side].shutdown(socket.SHUT_WR)
+    except OSError:
+        pass  # either side gone: the connection ends
+
+
+# --- the keeper's side: what a run leaves behind ------------------------------------------------
+def become_subreaper():
+    """Make this process (the keeper) the parent of every orphan its runs leave, so end_descendants finds them."""
+    if sys.platform.startswith("linux"):
+        LIBC.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def end_descendants():
+    """Stop, then kill, every process this one started, directly or not, until none is left (a daemon that
+    forks as it is found is stopped first); reap them."""
+    for _ in range(200):
+        found = descendants(os.getpid())
+        if not found:
+            return
+        for how in (signal.SIGSTOP, signal.SIGKILL):
+            for pid in found:
+                try:
+                    os.kill(pid, how)
+                except ProcessLookupError:
+                    pass
+        reap()
+        time.sleep(0.005)
+
+
+def descendants(ancestor):
+    """The process ids below `ancestor` in the process tree (Linux's /proc; elsewhere, none are found)."""
+    children = {}
+    for entry in os.scandir("/proc") if os.path.isdir("/proc/self") else []:
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as file:
+                parent = int(file.read().rsplit(b")", 1)[1].split()[1])
+            children.setdefault(parent, []).append(int(entry.name))
+        except (OSError, ValueError, IndexError):
+            continue  # not a process, or one that has just ended
+    found, queue = [], [ancestor]
+    while queue:
+        for child in children.get(queue.pop(), []):
+            found.append(child)
+            queue.append(child)
+    return found
+
+
+def reap():
+    """Collect the exit status of every child of this process that has ended."""
+    while True:
+        try:
+            if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                return
+        except ChildProcessError:
+            return
+
+
+def shm_entries():
+    """The names in /dev/shm now (without a namespace of its own, a run shares the machine's)."""
+    try:
+        return set(os.listdir(SHM))
+    except OSError:
+        return set()
+
+
+def clear_shm(before):
+    """Take away what this user made in /dev/shm since `before` was listed: the bytes it held."""
+    held = 0
+    for name in shm_entries() - before:
+        path = os.path.join(SHM, name)
+        try:
+            info = os.lstat(path)
+            if info.st_uid == os.getuid() and not stat.S_ISDIR(info.st_mode):
+                held += info.st_blocks * 512
+                os.unlink(path)
+        except OSError:
+            pass  # gone already
+    return held
 
 
 # --- Landlock ---------------------------------------------------------------------------------
@@ -228,10 +549,11 @@ def landlock(number, *args):
     return result
 
 
-def restrict_self(policy, abi):
-    """Handle every right this ABI knows, allow the policy's, and enforce them on this process."""
+def restrict_self(policy, abi, isolated=False):
+    """Handle every right this ABI knows, allow the policy's, and enforce them on this process. In a network
+    namespace of its own, the gate's tests may bind and reach any port: there is nothing else there."""
     handled_fs = (1 << FS_RIGHTS[abi]) - 1
-    handled_net = BIND_TCP | CONNECT_TCP if abi >= 4 else 0
+    handled_net = BIND_TCP | CONNECT_TCP if abi >= 4 and not (isolated and policy["own_servers"]) else 0
     scoped = (SCOPE_ABSTRACT_UNIX | (SCOPE_SIGNAL if policy["scope_signals"] else 0)) if abi >= 6 else 0
     attr = RulesetAttr(handled_fs, handled_net, scoped)
     ruleset = landlock(CREATE_RULESET, ctypes.byref(attr), ctypes.sizeof(attr), 0)

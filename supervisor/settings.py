@@ -91,9 +91,10 @@ LOG = ROOT / "iteration_log.md"
 TASKS = ROOT / "pending_tasks.md"
 CONTRACT = "tests/test_seed.py"         # the seed's contract: run by the gate when the seed changed
 TEST_SUPPORT = ["tests/conftest.py", "tests/fake_gemini.py"]  # what the contract needs beside it
-KEEPER_TESTS = [CONTRACT, "tests/test_attacks.py", "tests/test_cascade.py", "tests/test_fallback.py", "tests/test_gateway.py", "tests/test_openai_compatible.py",
-                "tests/test_report.py", "tests/test_sandbox.py", "tests/test_tasks_file.py",
-                "tests/test_terrarium.py", "tests/test_first_hour.py"]  # every one tests/ ships
+KEEPER_TESTS = [CONTRACT, "tests/test_attacks.py", "tests/test_cascade.py", "tests/test_confinement.py",
+                "tests/test_fallback.py", "tests/test_first_hour.py", "tests/test_gateway.py",
+                "tests/test_openai_compatible.py", "tests/test_report.py", "tests/test_sandbox.py",
+                "tests/test_tasks_file.py", "tests/test_terrarium.py"]  # every one tests/ ships
 GUARDED = ["fallback.py", "iteration_log.md", "report.html", ".env", ".env.example", "README.md",
            "requirements.txt", ".gitignore", ".ci/run", *TEST_SUPPORT, *KEEPER_TESTS]  # never the codebase's
 STEERING = ["goal.md", "pending_tasks.md"]  # the user's to edit at any time: never snapshotted or restored
@@ -113,6 +114,9 @@ WORK_FILES = number("SEED_WORK_FILES", 20_000, 100)  # files and folders a run m
 WORK_BYTES = number("SEED_WORK_MB", 512, 1) << 20      # and their bytes
 LANDING_FILES = number("SEED_LANDING_FILES", 5_000, 1)  # files one landing may change
 LANDING_BYTES = number("SEED_LANDING_MB", 32, 1) << 20  # new bytes one run may write (what would land)
+PROCESSES = number("SEED_PROCESSES", 300, 16)  # processes a run may have at once; more fail to start
+SHM_BYTES = number("SEED_SHM_MB", 64, 1) << 20   # what a run may keep in /dev/shm (its own, where namespaces work)
+NAMESPACES = number("SEED_NAMESPACES", 1, 0) > 0  # 0: no namespaces of its own for a run, even where they work
 KEEP_LAST = number("BACKUPS_KEEP", 100, 1)  # snapshots kept besides genesis, one a day, known good
 KEEP_GOOD = max(3, KEEP_LAST // 10)     # the newest known-good snapshots always kept: the walk-back's steps
 PROMPT_TOKENS = number("SEED_PROMPT_TOKENS", 60_000, 1_000)  # the largest prompt, in estimated tokens

@@ -6,16 +6,19 @@ seed's contract tests), each refreshed after every run so no run changes what th
 through `run_bounded`: a launcher (sandbox.py) sets resource limits and confines the child with the most the
 machine offers: it can write only the working copy and a private temp folder, read the system, Python and
 the working copy (not .env, backups/ or the home), connect only to the gateway (the gate: only to servers of
-its own), signal nothing outside its run. Its environment holds no secret. It finds the codebase's modules
-after the standard library and the installed packages, so a json.py of the model's never stands in for the
-real one. The whole process group is killed when a run ends; a marker names it, so a killed supervisor's is
-ended at the next start. The folder changes only when a change lands: `land` copies the changed files in,
-crash-safely (backups/landing.json lists them first; a start after kill -9 finishes the landing).
+its own), signal nothing outside its run; where the kernel allows, it has namespaces of its own (processes,
+/proc, network, /dev/shm). Its environment is a short allow-list, never the user's. It finds the codebase's
+modules after the standard library and the installed packages, so a json.py of the model's never stands in for
+the real one. Every process a run starts ends with it (its namespace's, or found by the keeper, their
+subreaper); a marker names its group, so a killed supervisor's is ended at the next start. The folder changes
+only when a change lands: `land` copies the changed files in, crash-safely (backups/landing.json lists them
+first; a start after kill -9 finishes the landing).
 """
 import hashlib
 import json
 import os
 import signal
+import site
 import subprocess
 import sys
 import threading
@@ -23,10 +26,10 @@ import time
 from collections import deque
 
 from . import sandbox, untrusted
-from .console import SECRETS, say
-from .settings import (CONTRACT, GUARDED, JUDGED, LANDING, LANDING_BYTES, LANDING_FILES, LIMITS, LOG, NOT_CODE,
-                       OUTPUT_TAIL, ROOT, RUNNING, SANDBOX_REQUIRED, SCRATCH, STEERING, TEST_SUPPORT, WORK,
-                       WORK_BYTES, WORK_FILES, load_json, source_of, tail_of, write_atomically)
+from .console import say
+from .settings import (CONTRACT, GUARDED, JUDGED, LANDING, LANDING_BYTES, LANDING_FILES, LIMITS, LOG, NAMESPACES,
+                       NOT_CODE, OUTPUT_TAIL, PROCESSES, ROOT, RUNNING, SANDBOX_REQUIRED, SCRATCH, SHM_BYTES, STEERING,
+                       TEST_SUPPORT, WORK, WORK_BYTES, WORK_FILES, load_json, source_of, tail_of, write_atomically)
 from .snapshots import (has_object, line_changes, manifest, object_path, remove_empty_parents, stays_inside,
                         store_object)
 from .untrusted import Untrusted
@@ -82,7 +85,8 @@ def capture_work(start):
     changes = [(rel, *change_between(start.get(rel), files.get(rel)))
                for rel in sorted(start.keys() | files.keys()) if start.get(rel) != files.get(rel)]
     if len(changes) > LANDING_FILES:
-        raise Untrusted(f"{len(changes):,} files changed; a landing takes at most {LANDING_FILES:,} (SEED_LANDING_FILES)")
+        raise Untrusted(f"{len(changes):,} files changed; a landing takes at most {LANDING_FILES:,} "
+                        "(SEED_LANDING_FILES)")
     return {"files": files, "changes": changes, "not_landed": sorted(keepers_written(keepers))}
 
 
@@ -128,8 +132,8 @@ def fingerprint(tree, skip=lambda rel, folder: False, max_files=None, max_bytes=
     unknown = {rel: info for rel, info in listed.items()
                if fingerprints.get((tree, rel), (None,))[0] != stamp(info)}
     if new_bytes is not None and sum(info.st_size for info in unknown.values()) > new_bytes:
-        raise Untrusted(f"the run wrote {sum(i.st_size for i in unknown.values()) >> 20:,} MB of files; a landing takes "
-                        f"at most {new_bytes >> 20:,} MB (SEED_LANDING_MB)")
+        raise Untrusted(f"the run wrote {sum(i.st_size for i in unknown.values()) >> 20:,} MB of files; a landing "
+                        f"takes at most {new_bytes >> 20:,} MB (SEED_LANDING_MB)")
     for rel, info in listed.items():
         if rel in unknown:
             data = untrusted.read(tree, rel, info.st_size)
@@ -199,12 +203,24 @@ def read_record():
 
 
 # --- running the model's code -----------------------------------------------------------------
+PASSED = {"PATH", "LANG", "LANGUAGE", "TZ", "TERM", "PYTHONPATH", "PYTHONIOENCODING", "PYTHONUTF8",
+          "LD_LIBRARY_PATH"}  # the variables of the user's environment a run gets (and LC_*): what Python needs
+
+
+def confinement():
+    """What confines the model's code on this machine, for the log: Support(confined, abi, text)."""
+    how = sandbox.isolation()[1] if NAMESPACES else "no namespaces (SEED_NAMESPACES=0): " + sandbox.UNISOLATED
+    landlock = sandbox.probe()
+    return landlock._replace(text=f"{landlock.text}; {how}")
+
+
 def policy(gateway_port=None, own_servers=False, judged=None):
     """What a child may reach: the seed, the working copy and the gateway; the gate's checks, the judged copy (to
     read, not write) and only servers of their own. Folders in PYTHONPATH stay readable, so the child imports
     what this process would."""
     rules = sandbox.policy_for(WORK if judged is None else SCRATCH, SCRATCH, gateway_port, LIMITS,
-                               own_servers=own_servers, require=SANDBOX_REQUIRED)
+                               own_servers=own_servers, require=SANDBOX_REQUIRED,
+                               isolate=NAMESPACES and sandbox.isolation()[0], processes=PROCESSES, shm=SHM_BYTES)
     rules["read"] += [str(judged)] if judged else []
     rules["read"] += [folder for folder in os.environ.get("PYTHONPATH", "").split(os.pathsep) if folder]
     return rules
@@ -215,8 +231,12 @@ def run_bounded(command, env, timeout, rules, watch=None, cwd=WORK, pass_fds=())
     (exit code, or None on timeout; output tail).
 
     Output goes through a pipe drained by a thread that keeps only the last OUTPUT_TAIL bytes, so a
-    child that prints without end neither blocks nor fills a file. The whole group is killed at the
-    end (timeout, Ctrl+C or normal exit), so no grandchild outlives its run."""
+    child that prints without end neither blocks nor fills a file. At the end (timeout, Ctrl+C or normal
+    exit) the group is killed, then every process the run left (this process is their subreaper), so none
+    outlives its run; without namespaces of its own, what it left in /dev/shm is taken away, and over
+    rules["shm"] it fails."""
+    shared = None if rules["isolate"] else sandbox.shm_entries()
+    sandbox.become_subreaper()
     child = subprocess.Popen(sandbox.command(command, rules), cwd=cwd, env=env, pass_fds=pass_fds,
                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              start_new_session=True)
@@ -234,9 +254,16 @@ def run_bounded(command, env, timeout, rules, watch=None, cwd=WORK, pass_fds=())
         except (ProcessLookupError, PermissionError):
             pass
         child.wait()
+        sandbox.end_descendants()
         RUNNING.unlink(missing_ok=True)
         reader.join(5)
-    return code, b"".join(tail).decode("utf-8", "replace")
+    output = b"".join(tail).decode("utf-8", "replace")
+    left = sandbox.clear_shm(shared) if shared is not None else 0
+    if left > rules["shm"]:
+        code = 1 if code == 0 else code
+        output += f"\nthe run left {left >> 20} MB in /dev/shm, over its limit of {rules['shm'] >> 20} MB " \
+                  "(SEED_SHM_MB)\n"
+    return code, output
 
 
 def end_orphans():
@@ -283,8 +310,9 @@ def python(script, *args):
 
 
 def clean_env(**settings):
-    """This process's environment without any secret (the key, under whatever name it was copied), plus settings."""
-    secrets = [os.environ.get(name, "").strip() for name in SECRETS]
-    env = {name: value for name, value in os.environ.items()
-           if name not in SECRETS and not any(len(s) >= 8 and s in value for s in secrets)}
-    return {**env, "PYTHONDONTWRITEBYTECODE": "1", **settings}
+    """The run's environment: a short allow-list of this process's (never a key, a token or a password of the
+    user's shell), a HOME in the run's temp folder, plus settings."""
+    env = {name: value for name, value in os.environ.items() if name in PASSED or name.startswith("LC_")}
+    if site.ENABLE_USER_SITE:  # packages installed with pip --user, found though HOME moved
+        env["PYTHONUSERBASE"] = site.getuserbase()
+    return {**env, "HOME": str(SCRATCH), "PYTHONDONTWRITEBYTECODE": "1", **settings}

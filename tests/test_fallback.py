@@ -163,7 +163,8 @@ def test_a_hang_is_killed_with_its_children(workspace, env, gemini):
     assert done.returncode == 0, done.stderr
     assert time.monotonic() - started < 30
     assert outcomes(workspace)[1] == "rolled back: seed.py timed out and was killed with its children"
-    assert not alive(int(re.search(r"child pid (\d+)", (workspace / "iteration_log.md").read_text()).group(1)))
+    assert "child pid" in (workspace / "iteration_log.md").read_text()  # a pid of its own PID namespace, maybe
+    assert not processes_in(workspace)
     assert (workspace / "seed.py").read_bytes() == (REPO / "seed.py").read_bytes()
 
 
@@ -633,10 +634,9 @@ def test_a_seed_that_hogs_memory_or_cpu_is_stopped_by_its_limit(workspace, env, 
 def test_a_killed_supervisor_leaves_no_orphan_and_the_next_start_puts_things_right(workspace, env, gemini, tmp_path):
     hold = tmp_path / "hold"
     hold.write_text("the seed waits while this file exists")
-    env["HOLD_FILE"] = str(hold)
-    (workspace / "seed.py").write_text(evolved_seed(
+    (workspace / "seed.py").write_text(evolved_seed(  # the path written in: the run gets none of the test's variables
         "    pathlib.Path('partial.py').write_text('half = True\\n')\n    import os\n"
-        "    while os.path.exists(os.environ['HOLD_FILE']):\n        time.sleep(0.05)"))
+        f"    while os.path.exists({str(hold)!r}):\n        time.sleep(0.05)"))
     first = subprocess.Popen([sys.executable, "fallback.py"], cwd=workspace, env=env, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
     try:

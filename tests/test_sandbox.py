@@ -2,12 +2,14 @@
 
 Each attempt runs in a fresh `python -c` child started as the keeper starts one, through sandbox.command().
 """
+import errno
 import json
 import os
 import re
 import socket
 import subprocess
 import sys
+import threading
 import uuid
 from pathlib import Path
 
@@ -260,6 +262,121 @@ def test_each_abi_confines_what_it_knows(place, abi):
         result = run_as_if(place, abi, "", policy, [sys.executable, "-c", ATTEMPTS, json.dumps(tries)])
     expected = {"write": "EACCES", "tcp": "EACCES" if abi >= 4 else "done", "signal": "EPERM" if abi >= 6 else "done"}
     assert json.loads(result.stdout) == expected
+
+
+# --- namespaces of its own -------------------------------------------------------------------
+ISOLATED, HOW = sandbox.isolation()
+namespaces = pytest.mark.skipif(not ISOLATED, reason=f"this machine gives a run no namespaces: {HOW}")
+SUBREAPER = """import importlib.util, os, subprocess, sys, time
+spec = importlib.util.spec_from_file_location("sandbox", sys.argv[1])
+sandbox = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(sandbox)
+sandbox.become_subreaper()
+daemon = ("import os, sys, time\\nif os.fork() == 0:\\n    os.setsid()\\n    if os.fork() == 0:\\n"
+          "        time.sleep(60)\\n    os._exit(0)")
+subprocess.run([sys.executable, "-c", daemon, sys.argv[2]])
+time.sleep(0.2)
+daemons = [pid for pid in sandbox.descendants(os.getpid())
+           if sys.argv[2].encode() in open(f"/proc/{pid}/cmdline", "rb").read()]
+sandbox.end_descendants()
+print(len(daemons), len(sandbox.descendants(os.getpid())))
+"""  # a keeper that made itself subreaper, whose run left a double-forked daemon: found, then ended
+
+
+def isolated_in(place, **choices):
+    return {**policy_in(place, **choices), "isolate": True}
+
+
+@namespaces
+def test_in_namespaces_it_sees_only_its_own_processes(place):
+    listed = "assert sorted(p for p in os.listdir('/proc') if p.isdigit()) == ['1', '2'], os.listdir('/proc')"
+    assert attempt(place, listed, isolated_in(place)) == "done"
+
+
+@namespaces
+def test_in_namespaces_the_gateway_is_reached_through_the_relay(place):
+    root, _ = place
+    with socket.create_server(("127.0.0.1", 0)) as gateway:
+        def answer():
+            with gateway.accept()[0] as client:
+                client.sendall(b"gateway:" + client.recv(10))
+        threading.Thread(target=answer, daemon=True).start()
+        talk = (f"client = socket.create_connection(('127.0.0.1', {gateway.getsockname()[1]}), timeout=5)\n"
+                "client.sendall(b'hello')\nassert client.recv(100) == b'gateway:hello'")
+        policy = sandbox.policy_for(root / "work", root / "temp", gateway.getsockname()[1], LIMITS, isolate=True)
+        assert attempt(place, talk, policy) == "done"
+
+
+@namespaces
+def test_in_namespaces_its_tests_have_loopback_but_no_server_of_the_users(place):
+    own = ("server = socket.create_server(('127.0.0.1', 8000))\n"
+           "socket.create_connection(('127.0.0.1', 8000), timeout=5).sendall(b'x')\nassert server.accept()[0].recv(1)")
+    with socket.create_server(("127.0.0.1", 0)) as users:
+        reach = f"socket.create_connection(('127.0.0.1', {users.getsockname()[1]}), timeout=5)"
+        assert attempt(place, reach, isolated_in(place, own_servers=True)) == "ECONNREFUSED"
+    assert attempt(place, own, isolated_in(place, own_servers=True)) == "done"
+
+
+@namespaces
+def test_in_namespaces_dev_shm_and_the_processes_are_bounded(place):
+    policy = {**isolated_in(place), "shm": 1 << 20, "processes": 20}  # root: at most 300 (Linux 6.14+)
+    assert attempt(place, "open('/dev/shm/fill', 'wb').write(bytes(2 << 20))", policy) == "ENOSPC"
+    forks = "for _ in range(320):\n    if os.fork() == 0:\n        time.sleep(5)\n        os._exit(0)"
+    assert attempt(place, "import time\n" + forks, policy) == "EAGAIN"
+
+
+@namespaces
+def test_in_namespaces_well_known_unix_sockets_are_hidden(place):
+    folder = Path("/run")
+    if not os.access(folder, os.W_OK):
+        pytest.skip("/run is not writable here")
+    path = folder / f"seed-sandbox-{uuid.uuid4().hex}.sock"
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind(str(path))
+        listener.listen()
+        try:
+            connect = f"socket.socket(socket.AF_UNIX).connect({str(path)!r})"
+            assert (attempt(place, connect), attempt(place, connect, isolated_in(place))) == ("done", "ENOENT")
+        finally:
+            path.unlink()
+
+
+@namespaces
+@pytest.mark.parametrize("ending, code", [("sys.exit(7)", 7), ("os.kill(os.getpid(), 15)", -15)])
+def test_in_namespaces_the_keeper_sees_the_run_end_as_it_did(place, ending, code):
+    result = confined(place, [sys.executable, "-c", f"import os, sys\n{ending}"], isolated_in(place))
+    assert (result.returncode, result.stderr) == (code, "")
+
+
+def test_a_subreaper_finds_and_ends_a_double_forked_daemon(place):
+    marker = f"seed-daemon-{uuid.uuid4().hex}"
+    result = run(place, [sys.executable, "-c", SUBREAPER, str(SANDBOX), marker])
+    assert result.stdout == "1 0\n", result.stderr  # the daemon found (now its child), nothing left
+    assert not [p for p in Path("/proc").iterdir() if p.name.isdigit() and marker in command_line(p)]
+
+
+def command_line(process):
+    try:
+        return (process / "cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def test_where_the_kernel_refuses_namespaces_isolation_says_which_step_and_what_stays_open(monkeypatch):
+    def refused():
+        raise OSError(errno.EPERM, "unshare: Operation not permitted")
+
+    monkeypatch.setattr(sandbox, "unshare", refused)
+    assert sandbox.isolation.__wrapped__() == (False, "no namespaces (unshare: Operation not permitted): "
+                                               "the keeper ends what a run leaves; UDP, loopback servers on "
+                                               "ephemeral ports and /proc stay open")
+
+
+def test_isolation_says_what_it_gives_or_what_stays_open():
+    if ISOLATED:
+        assert HOW.startswith("namespaces: its own processes, /proc, network")
+    else:
+        assert HOW.startswith("no namespaces (") and "UDP" in HOW
 
 
 # --- what probe() says ------------------------------------------------------------------------

@@ -48,17 +48,16 @@ def attempts(home, outside_tmp, port):
 
 
 @pytest.fixture
-def outside(tmp_path, env):
+def outside(tmp_path):
     """A home with a secret, a path in /tmp, a loopback server that is not the gateway, and .env with the key."""
     home = tmp_path / "home"
     home.mkdir()
     (home / "secret.txt").write_text("the user's secret\n")
     server = listen_below_the_ephemeral_range()  # where services live (a gate's own servers get ephemeral ports)
-    env.update(HOME=str(home), OUTSIDE_TMP=f"/tmp/seed-escape-{uuid.uuid4().hex}",
-               OTHER_PORT=str(server.getsockname()[1]))
-    yield {"home": home, "tmp": Path(env["OUTSIDE_TMP"]), "server": server}
+    tmp = Path(f"/tmp/seed-escape-{uuid.uuid4().hex}")
+    yield {"home": home, "tmp": tmp, "server": server}
     server.close()
-    Path(env["OUTSIDE_TMP"]).unlink(missing_ok=True)
+    tmp.unlink(missing_ok=True)
 
 
 def listen_below_the_ephemeral_range():
@@ -70,9 +69,10 @@ def listen_below_the_ephemeral_range():
     pytest.skip("no free port below the ephemeral range")
 
 
-def call_attempts():
-    return ("    import attempts, json, os\n    said = attempts.attempts(os.environ['HOME'], os.environ['OUTSIDE_TMP'], "
-            "int(os.environ['OTHER_PORT']))\n")
+def call_attempts(outside):
+    """The call, with the places written in: the run's environment holds none of the test's variables."""
+    where = f"{str(outside['home'])!r}, {str(outside['tmp'])!r}, {outside['server'].getsockname()[1]}"
+    return f"    import attempts, json, os\n    said = attempts.attempts({where})\n"
 
 
 def nothing_changed_outside(workspace, outside, before):
@@ -87,7 +87,7 @@ def nothing_changed_outside(workspace, outside, before):
 def test_a_rewritten_seed_reaches_nothing_outside_its_working_copy(workspace, env, gemini, outside):
     (workspace / ".env").write_text("GEMINI_API_KEY=" + env["GEMINI_API_KEY"] + "\n")
     (workspace / "attempts.py").write_text(ATTEMPTS)
-    (workspace / "seed.py").write_text("import sys\n\n\ndef main():\n" + call_attempts() +
+    (workspace / "seed.py").write_text("import sys\n\n\ndef main():\n" + call_attempts(outside) +
                                        "    for what, said_ in said.items():\n        print(what, '->', said_)\n"
                                        "    sys.exit(3)\n\n\nif __name__ == '__main__':\n    main()\n")
     before = {p: p.read_bytes() for p in workspace.iterdir() if p.is_file() and p.suffix != ".md"}
@@ -105,7 +105,7 @@ def test_a_rewritten_seed_reaches_nothing_outside_its_working_copy(workspace, en
 @needs_landlock
 def test_a_module_the_gate_runs_reaches_nothing_either_and_its_own_server_works(workspace, env, gemini, outside):
     test = ("import http.server, threading, urllib.request\nimport attempts, os\n\n\ndef test_nothing_outside():\n"
-            + call_attempts().replace("    import attempts, json, os\n", "") +
+            + call_attempts(outside).replace("    import attempts, json, os\n", "") +
             "    assert all(said_ != 'ALLOWED' for said_ in said.values()), said\n\n\n"
             "def test_a_server_of_its_own():\n    server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), "
             "http.server.SimpleHTTPRequestHandler)\n    threading.Thread(target=server.serve_forever, daemon=True)"
