@@ -71,9 +71,8 @@ from supervisor.console import (redact, report, say, show_iteration, show_phase,
                                 summary)
 from supervisor.settings import (BACKOFF, BACKUPS, DRY_SPELL, EX_CONFIG, EX_UNAVAILABLE, FAULT_PAUSE,  # noqa: E402
                                  FULL_GATE_EVERY, GUARDED, LOCK, LOG, NOT_CODE, PROBLEMS, PROMPT_TOKENS,
-                                 REQUESTS_PER_RUN,
-                                 RESTORING, SANDBOX_REQUIRED, STEERING, SUSPICION, UNDER_WAY, WORK, load_json,
-                                 save_json, write_atomically)
+                                 REQUESTS_PER_RUN, RESTORING, SANDBOX_REQUIRED, STEERING, SUSPICION, UNDER_WAY, WORK,
+                                 load_json, save_json, write_atomically)
 from supervisor.gateway import CHARS_PER_TOKEN  # noqa: E402
 from supervisor.settings import NAMED, source_of  # noqa: E402
 

@@ -7,7 +7,6 @@ user's through /proc/net/tcp, send UDP on loopback, read another program's comma
 nothing and the loop goes on. Where the kernel refuses namespaces (forced here with SEED_NAMESPACES=0), the
 keeper still ends every process a run leaves and takes away what it left in /dev/shm.
 """
-import os
 import socket
 import subprocess
 import sys
