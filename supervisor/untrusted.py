@@ -58,11 +58,7 @@ def read(top, rel, limit):
     """A regular file's bytes, at most `limit` of them (more is Untrusted)."""
     folder, name = walk(top, rel)
     try:
-        fd = os.open(name, FILE, dir_fd=folder)
-    except FileNotFoundError:
-        raise
-    except OSError as error:
-        raise Untrusted(f"{rel}: cannot be read ({error.strerror})") from None
+        fd = open_at(folder, name, FILE, f"{rel}: cannot be read")
     finally:
         os.close(folder)
     try:
@@ -161,18 +157,23 @@ def walk(top, rel, make=False):
                         raise FileNotFoundError
                 except FileNotFoundError:
                     os.mkdir(part, 0o755, dir_fd=fd)
-            try:
-                inner = os.open(part, FOLDER, dir_fd=fd)
-            except FileNotFoundError:
-                raise
-            except OSError as error:
-                raise Untrusted(f"{rel}: its folder {part}/ cannot be entered ({error.strerror})") from None
+            inner = open_at(fd, part, FOLDER, f"{rel}: its folder {part}/ cannot be entered")
             os.close(fd)
             fd = inner
     except BaseException:
         os.close(fd)
         raise
     return fd, name
+
+
+def open_at(folder, name, flags, why):
+    """os.open of a name in an open folder: FileNotFoundError when it is missing, Untrusted on any other refusal."""
+    try:
+        return os.open(name, flags, dir_fd=folder)
+    except FileNotFoundError:
+        raise
+    except OSError as error:
+        raise Untrusted(f"{why} ({error.strerror})") from None
 
 
 def open_folder(top, prefix):
