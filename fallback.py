@@ -40,7 +40,7 @@ SPEC = importlib.util.spec_from_file_location("supervisor", ROOT / "supervisor" 
 sys.modules["supervisor"] = importlib.util.module_from_spec(SPEC)  # by its path: no other "supervisor" stands in
 SPEC.loader.exec_module(sys.modules["supervisor"])
 
-from supervisor import (demo, export, gate, journal, openai_compatible, report as page,  # noqa: E402
+from supervisor import (backends, demo, export, gate, journal, report as page,  # noqa: E402
                         sandbox, snapshots as snap, status, terrarium)
 from supervisor.console import redact, report, say, show_phase, start_status_line, summary  # noqa: E402
 from supervisor.settings import (BACKOFF, BACKUPS, DRY_SPELL, EX_CONFIG, EX_UNAVAILABLE, FAULT_PAUSE,  # noqa: E402
@@ -100,12 +100,14 @@ def wait_or_stop(plan):
 
 def run_seed(timeout, gateway, plan):
     """`python seed.py` in the working copy, confined, with the gateway's address and the run's token, model
-    and budget: never the key."""
+    and budget: never the key. Its time limit grows by what the gateway itself waits during the run (pacing,
+    retries), and the seed waits for its answer as long as the gateway may make it wait besides."""
     env = terrarium.clean_env(GEMINI_API_BASE=gateway.url, GEMINI_API_KEY=plan["token"], GEMINI_MODEL=plan["model"],
-                              SEED_PROMPT_TOKENS=str(plan["budget"]), SEED_TIMEOUT=str(int(timeout)),
+                              SEED_PROMPT_TOKENS=str(plan["budget"]), SEED_TIMEOUT=str(int(timeout + gateway.max_wait)),
                               SEED_KEEPER=SEED_KEEPER, PYTHONUNBUFFERED="1")
     rules = terrarium.policy(gateway_port=gateway.server.server_address[1])
-    return terrarium.run_bounded(terrarium.python("seed.py"), env, timeout, rules, watch=show_seed_progress)
+    return terrarium.run_bounded(terrarium.python("seed.py"), env, lambda: timeout + gateway.waited(plan["token"]),
+                                 rules, watch=show_seed_progress)
 
 
 def refusals(output):
@@ -507,12 +509,8 @@ def stop_on_sigterm(signum, frame):
 def open_gateway():
     """The gateway to the model (Gemini, or the server at OPENAI_BASE_URL), serving on loopback; the one holder
     of the key. A ValueError says in one line which setting to fix."""
-    upstream, key, models, kind = openai_compatible.backend_from_env(os.environ)
-    gateway = openai_compatible.GATEWAYS[kind](upstream=upstream, key=key, models=models, state=BACKUPS,
-                                               prompt_tokens=PROMPT_TOKENS, requests_per_run=REQUESTS_PER_RUN,
-                                               backoff=BACKOFF, say=show_phase)
-    gateway.start()
-    return gateway
+    return backends.open_gateway(os.environ, BACKUPS, prompt_tokens=PROMPT_TOKENS, requests_per_run=REQUESTS_PER_RUN,
+                                 backoff=BACKOFF, say=show_phase, tell=say)
 
 
 def main(argv=None):

@@ -67,7 +67,8 @@ LOG = ROOT / "iteration_log.md"
 TASKS = ROOT / "pending_tasks.md"
 CONTRACT = "tests/test_seed.py"         # the seed's contract: run by the gate when the seed changed
 TEST_SUPPORT = ["tests/conftest.py", "tests/fake_gemini.py"]  # what the contract needs beside it
-KEEPER_TESTS = [CONTRACT, "tests/test_fallback.py", "tests/test_gateway.py", "tests/test_openai_compatible.py",
+KEEPER_TESTS = [CONTRACT, "tests/test_backends.py", "tests/test_fallback.py", "tests/test_gateway.py",
+                "tests/test_openai_compatible.py",
                 "tests/test_report.py", "tests/test_sandbox.py", "tests/test_tasks_file.py",
                 "tests/test_terrarium.py"]  # every one tests/ ships
 GUARDED = ["fallback.py", "iteration_log.md", "report.html", ".env", ".env.example", "README.md",

@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections import deque
 
 from . import sandbox
@@ -123,7 +124,8 @@ def policy(gateway_port=None, own_servers=False):
 
 def run_bounded(command, env, timeout, rules, watch=None):
     """Run in the working copy, confined by `rules` (see policy), in a new process group, with a time limit:
-    (exit code, or None on timeout; output tail).
+    (exit code, or None on timeout; output tail). `timeout`: seconds, or a function giving the seconds allowed
+    so far (a limit that grows while the run goes on).
 
     Output goes through a pipe drained by a thread that keeps only the last OUTPUT_TAIL bytes, so a
     child that prints without end neither blocks nor fills a file. The whole group is killed at the
@@ -136,9 +138,7 @@ def run_bounded(command, env, timeout, rules, watch=None):
     reader = threading.Thread(target=keep_tail, args=(child.stdout, tail, watch), daemon=True)
     reader.start()
     try:
-        code = child.wait(timeout)
-    except subprocess.TimeoutExpired:
-        code = None
+        code = wait_within(child, timeout if callable(timeout) else lambda: timeout)
     finally:
         try:
             os.killpg(child.pid, signal.SIGKILL)
@@ -148,6 +148,17 @@ def run_bounded(command, env, timeout, rules, watch=None):
         RUNNING.unlink(missing_ok=True)
         reader.join(5)
     return code, b"".join(tail).decode("utf-8", "replace")
+
+
+def wait_within(child, limit):
+    """The child's exit code, or None once it has run longer than limit() seconds."""
+    start = time.monotonic()
+    while True:
+        try:
+            return child.wait(max(0.01, min(1.0, start + limit() - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            if time.monotonic() - start >= limit():
+                return None
 
 
 def end_orphans():

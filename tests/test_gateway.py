@@ -19,7 +19,7 @@ from conftest import load_keeper
 REPO = Path(__file__).resolve().parent.parent
 
 
-gateway_module = load_keeper("gateway")
+gateway_module, answers, gemini, ledger_module = (load_keeper(name) for name in ("gateway", "answers", "gemini", "ledger"))
 Gateway = gateway_module.Gateway
 KEY = "AIzaSy" + uuid.uuid4().hex + uuid.uuid4().hex[:1]  # the shape of a real key: AIza and 35 characters
 FLASH, LITE, GEMMA = "gemini-3.5-flash", "gemini-3.5-flash-lite", "gemma-4-26b-a4b-it"
@@ -53,9 +53,9 @@ def gateway(upstream, state, said):
     """Makes started gateways on the fake, with tiny backoff; closes them after the test."""
     made = []
 
-    def make(models=(FLASH,), upstream_url=None, **settings):
-        settings = {"key": KEY, "limits": "", "backoff": 0.01, "say": said.append, **settings}
-        made.append(Gateway(upstream=upstream_url or upstream.url, models=list(models), state=state, **settings))
+    def make(models=(FLASH,), upstream_url=None, key=KEY, **settings):
+        settings = {"limits": "", "backoff": 0.01, "say": said.append, **settings}
+        made.append(Gateway(gemini.Gemini(upstream_url or upstream.url, key, list(models)), state, **settings))
         made[-1].start()
         return made[-1]
 
@@ -99,7 +99,7 @@ def quota_error(quota_id, value, delay, message="You exceeded your current quota
 
 def budget_for(tokens_a_minute):
     """The prompt budget of a model taking this many input tokens a minute: a margin under it, room for the fold."""
-    return int((tokens_a_minute - gateway_module.FOLD_TOKENS) / gateway_module.MARGIN)
+    return int((tokens_a_minute - answers.FOLD_TOKENS) / answers.MARGIN)
 
 
 def seconds_from_now(moment):
@@ -276,9 +276,12 @@ def test_requests_are_paced_to_the_models_minute_remembered_across_restarts(gate
     sent_at = []
     upstream.reply(api.answer(NOTES), hook=lambda request: sent_at.append(time.time()))
     gw = gateway()
+    plan = gw.open_run()  # the seed does not start before its model's minute has room for its whole budget
+    assert abs(plan["wait_until"].timestamp() - (old + ledger_module.WINDOW)) < 0.01 and "paced" in plan["why"]
+    time.sleep(max(0.0, plan["wait_until"].timestamp() - time.time()))
     plan = gw.open_run()
     assert plan["model"] == FLASH and ask(gw, plan["token"]).status_code == 200
-    assert sent_at[0] >= old + 60  # waited until the old tokens left the minute
+    assert sent_at[0] >= old + 60 and gw.close_run(plan["token"])["calls"][0]["kind"] == "answer"
     [booked] = json.loads((state / "quota.json").read_text())[FLASH]["recent"]
     assert booked[0] >= old + 60 and booked[1] > 0
 
@@ -288,7 +291,7 @@ def test_a_model_at_its_requests_a_minute_is_planned_after_the_minute(gateway, u
     state.mkdir()
     (state / "quota.json").write_text(json.dumps({FLASH: {"recent": [[old, 10]]}}))
     plan = gateway(limits=f"{FLASH}=1/250000/20").open_run()
-    assert abs(plan["wait_until"].timestamp() - (old + gateway_module.WINDOW)) < 0.01 and "paced" in plan["why"]
+    assert abs(plan["wait_until"].timestamp() - (old + ledger_module.WINDOW)) < 0.01 and "paced" in plan["why"]
     assert upstream.requests == []
 
 
@@ -340,7 +343,7 @@ def test_a_prompt_over_a_minute_just_learned_is_not_sent_again(gateway, upstream
     problem = gw.close_run(plan["token"])["problem"]
     assert problem["kind"] == "wait" and "over the budget of every model left" in problem["why"]
     plan = gw.open_run()  # the request it sent filled the minute it now knows
-    assert "paced" in plan["why"] and 55 < seconds_from_now(plan["wait_until"]) <= gateway_module.WINDOW
+    assert "paced" in plan["why"] and 55 < seconds_from_now(plan["wait_until"]) <= ledger_module.WINDOW
 
 
 def test_a_bare_429_is_a_per_minute_limit_of_a_minute(gateway, upstream):
