@@ -23,6 +23,7 @@ ONLY = "the gateway serves only POST /v1beta/models/{model}:generateContent"
 class BoundedServer(ThreadingHTTPServer):
     """A threading server that serves at most MAX_CONNECTIONS connections at once."""
     daemon_threads = True
+    request_queue_size = 64  # connections waiting to be accepted (or closed at once, past MAX_CONNECTIONS)
 
     def __init__(self, address, handler):
         super().__init__(address, handler)

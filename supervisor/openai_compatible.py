@@ -102,6 +102,7 @@ class OpenAICompatible:
         self.context_tokens = read_context_tokens(os.environ) if context_tokens is None else context_tokens
         self.contexts = {}    # model -> (context, who said it: a key of RAISE, the model's maximum or None)
         self.reached = False  # whether the server ever answered: before, not reaching it means it is not running
+        self.listed = None    # the models the server lists (None: it did not say)
 
     # --- which model, and how much may be asked ---------------------------------------------------
     def prepare(self, models):
@@ -111,8 +112,10 @@ class OpenAICompatible:
             if self.contexts.get(model, (None, "setting"))[1] not in ("setting", "model"):
                 continue
             try:
-                if not self.reached and (refused := key_refused_at_list(self.upstream, self.key)):
-                    return {"stop": refused}
+                if not self.reached:
+                    refused, self.listed = read_model_list(self.upstream, self.key)
+                    if refused:
+                        return {"stop": refused}
                 found = read_context(self.upstream, self.key, model, self.context_tokens)
             except requests.RequestException as error:
                 return self.unreachable_plan(error)
@@ -138,15 +141,25 @@ class OpenAICompatible:
         """One line when the model's context is too small for a useful prompt, else None."""
         context = self.context(model)
         if context_budget(context) < SMALLEST_BUDGET:
-            return (f"{model}: a context of {context:,} tokens leaves a prompt of ~{context_budget(context):,} (the seed "
-                    f"needs {SMALLEST_BUDGET:,}): " + self.how_to_raise(model, context_for(SMALLEST_BUDGET)))
+            return (f"{model}: a context of {context:,} tokens leaves a prompt of ~{context_budget(context):,} (the "
+                    f"seed needs {SMALLEST_BUDGET:,}): {self.unlisted(model)}"
+                    + self.how_to_raise(model, context_for(SMALLEST_BUDGET)))
         return None
 
     def make_room(self, model, tokens):
         """How to give a prompt of `tokens` room: a longer context where the server can give one, or less text."""
+        if self.unlisted(model):
+            return self.unlisted(model) + "or shorten them"
         if self.source(model) == "model":
             return f"{self.how_to_raise(model, 0)}, or shorten them"
         return f"shorten them, or give the model a longer context: {self.how_to_raise(model, context_for(tokens))}"
+
+    def unlisted(self, model):
+        """The first words of a stop about a model the server does not list (its context is then no one's), or ""."""
+        if self.listed is None or {model, f"{model}:latest"} & set(self.listed):
+            return ""
+        return (f"the server does not list {model} (it has {', '.join(self.listed[:5]) or 'none'}): set OPENAI_MODEL to "
+                "a model python fallback.py --models lists; ")
 
     def source(self, model):
         return self.contexts.get(model, (None, "setting"))[1]
@@ -212,7 +225,8 @@ class OpenAICompatible:
             return Outcome(Kind.CONTEXT_TOO_SMALL, "context exceeded", f"{model}: the prompt is over the context the "
                            f"server gives it ({said}): the next run is budgeted to {int(stated.group(1)):,} tokens",
                            replan=True)
-        fix = f"lower OPENAI_CONTEXT_TOKENS (now {context:,}) to what your server gives the model, or "               f"{self.how_to_raise(model, 2 * context)}" if source == "setting" else self.how_to_raise(model, 2 * context)
+        fix = (f"lower OPENAI_CONTEXT_TOKENS (now {context:,}) to the context your server gives the model, or start "
+               "the server with a longer one") if source == "setting" else self.how_to_raise(model, 2 * context)
         return Outcome(Kind.CONTEXT_TOO_SMALL, "context exceeded",
                        f"{model}: the prompt is over the context the server gives it ({said}): {fix}")
 
@@ -270,14 +284,17 @@ def refuses_key(code, message, key):
         (not key and code == 500 and message.strip() == "Internal Server Error")
 
 
-def key_refused_at_list(base, key):
-    """One line when the server's model list refuses the key (before any chat is spent on it), else None."""
+def read_model_list(base, key):
+    """(one line when the server's model list refuses the key, else None; the ids it lists, or None), asked before
+    any chat is spent."""
     response = fetch_bounded("GET", f"{base}/models", None, bearer(key), PROBE_TIMEOUT)
-    message = one_line(read_message(response))[:200]
+    message, data = one_line(read_message(response))[:200], (json_of(response) or {}).get("data")
     if response.status_code != 200 and refuses_key(response.status_code, message, key):
         refused = "refused the key" if key else "wants a key (OPENAI_API_KEY is not set)"
-        return f"the server at {base} {refused} ({response.status_code}: {message}): {KEY_FIX}"
-    return None
+        return f"the server at {base} {refused} ({response.status_code}: {message}): {KEY_FIX}", None
+    if response.status_code != 200 or not isinstance(data, list):
+        return None, None
+    return None, [str(entry["id"]) for entry in data if isinstance(entry, dict) and entry.get("id")]
 
 
 # --- budgets ------------------------------------------------------------------------------------

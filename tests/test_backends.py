@@ -13,7 +13,6 @@ mock_response models and a master key; llama-cpp-python 0.3.36's server on a GGU
 """
 import json
 import re
-import threading
 import time
 
 import pytest
@@ -152,11 +151,19 @@ def test_ollama_just_started_is_asked_to_load_the_model_and_its_context_is_used(
 
 
 def test_a_model_litellm_does_not_have_stops_with_one_line_naming_models(workspace, env, servers):
-    server = servers(litellm()).answer(LITELLM_UNKNOWN, 400)
-    local_env(env, workspace, server.base, MOCK, OPENAI_API_KEY="sk-bench-1234")
+    server = servers(litellm(info=False)).answer(LITELLM_UNKNOWN, 400)
+    local_env(env, workspace, server.base, MOCK, OPENAI_API_KEY="sk-bench-1234", OPENAI_CONTEXT_TOKENS=16384)
     done = run_fallback(workspace, env, "--iterations", "3", timeout=60)
     assert done.returncode == 78 and len(server.chats()) == 1, done.stdout
     assert "Invalid model name" in stop_line(done) and "python fallback.py --models" in stop_line(done)
+
+
+def test_a_model_the_server_does_not_list_stops_naming_models_before_a_request(workspace, env, servers):
+    server = servers(litellm())
+    local_env(env, workspace, server.base, "nope", OPENAI_API_KEY="sk-bench-1234")
+    done = run_fallback(workspace, env, "--iterations", "1", timeout=60)
+    assert done.returncode == 78 and server.chats() == [], done.stdout
+    assert "does not list nope (it has mock-coder)" in stop_line(done) and "--models" in stop_line(done)
 
 
 # --- the other findings -------------------------------------------------------------------------------
@@ -165,7 +172,7 @@ def test_a_model_litellm_does_not_have_stops_with_one_line_naming_models(workspa
 def test_a_key_litellm_refuses_stops_naming_the_key_before_a_request_is_spent(workspace, env, servers, key, status,
                                                                              body):
     server = servers({route: (status, body) for route in litellm()})
-    local_env(env, workspace, server.base, MOCK, **({"OPENAI_API_KEY": key} if key else {}))
+    local_env(env, workspace, server.base, MOCK, OPENAI_CONTEXT_TOKENS=16384, **({"OPENAI_API_KEY": key} if key else {}))
     done = run_fallback(workspace, env, "--iterations", "1", timeout=60)
     assert done.returncode == 78 and server.chats() == [], done.stdout
     assert "set OPENAI_API_KEY in .env" in stop_line(done) and (not key or key not in stop_line(done))
@@ -174,8 +181,8 @@ def test_a_key_litellm_refuses_stops_naming_the_key_before_a_request_is_spent(wo
 
 
 def test_a_wrong_key_in_a_chat_answer_stops_too(workspace, env, servers):
-    server = servers(litellm()).answer(LITELLM_NO_DB, 400)
-    local_env(env, workspace, server.base, MOCK, OPENAI_API_KEY="sk-bench-1234")
+    server = servers(litellm(info=False)).answer(LITELLM_NO_DB, 400)
+    local_env(env, workspace, server.base, MOCK, OPENAI_API_KEY="sk-bench-1234", OPENAI_CONTEXT_TOKENS=16384)
     done = run_fallback(workspace, env, "--iterations", "3", timeout=60)
     assert done.returncode == 78 and len(server.chats()) == 1 and "set OPENAI_API_KEY" in stop_line(done)
 
@@ -234,20 +241,3 @@ def test_a_full_minute_is_waited_out_before_the_seed_starts(workspace, env, gemi
     first, second = outcomes(workspace)
     assert first.startswith("waiting until") and second == "landed: 1 file(s) changed"
     assert "paced to" in done.stdout and len(gemini.requests) == 1
-
-
-def test_many_idle_connections_do_not_each_hold_a_thread(gemini, tmp_path):
-    from test_gateway import Gateway, KEY, gemini as gemini_backend
-    import socket
-    gw = Gateway(gemini_backend.Gemini(gemini.url, KEY, ["gemini-3.5-flash"]), tmp_path, limits="",
-                 say=lambda line: None)
-    gw.start()
-    before = threading.active_count()
-    idle = [socket.create_connection(gw.server.server_address) for _ in range(100)]
-    try:
-        time.sleep(0.5)
-        assert threading.active_count() - before <= 16
-    finally:
-        for sock in idle:
-            sock.close()
-        gw.close()
