@@ -39,6 +39,9 @@ class BoundedServer(ThreadingHTTPServer):
             self.slots.release()
             raise
 
+    def handle_error(self, request, client_address):
+        """A connection that broke or idled out is the caller's affair: no traceback on the console."""
+
     def process_request_thread(self, request, client_address):
         try:
             super().process_request_thread(request, client_address)

@@ -1,10 +1,12 @@
-"""outcomes: the few kinds of upstream answer the gateway acts on, and the bounded HTTP call that fetches one.
+"""outcomes: the vocabulary between the gateway and its backends, and between the gateway and the seed.
 
     response = fetch_bounded("POST", url, body, headers, timeout)   # requests' Response, its body read to a cap
     Outcome(Kind.RETRY_LATER, "server error 503", why="answered 503: Loading model")
-
+    raise stopping("the server refused the key ...")                # a Reply: an error for the seed, in Gemini's
+                                                                    # shape, and the problem it means for the run
 Each backend (gemini.py, openai_compatible.py) reads its server's answers and errors, whatever their status,
-into one Outcome; the gateway acts on its Kind and never reads a wire format itself.
+into one Outcome; the gateway acts on its Kind and never reads a wire format itself. What the seed gets
+instead of an answer is a Reply: wait (until when), stop (why), or unusable.
 """
 import math
 from dataclasses import dataclass, field
