@@ -42,9 +42,10 @@ SPEC.loader.exec_module(sys.modules["supervisor"])
 
 from supervisor import (backends, demo, export, gate, journal, report as page,  # noqa: E402
                         sandbox, snapshots as snap, status, terrarium)
+from supervisor.untrusted import Untrusted  # noqa: E402
 from supervisor.console import redact, report, say, show_phase, start_status_line, summary  # noqa: E402
 from supervisor.settings import (BACKOFF, BACKUPS, DRY_SPELL, EX_CONFIG, EX_UNAVAILABLE, FAULT_PAUSE,  # noqa: E402
-                                 GUARDED, LOCK, LOG, NOT_CODE, PROBLEMS, PROMPT_TOKENS, RECORD, REQUESTS_PER_RUN,
+                                 GUARDED, LOCK, LOG, NOT_CODE, PROBLEMS, PROMPT_TOKENS, REQUESTS_PER_RUN,
                                  RESTORING, SANDBOX_REQUIRED, STEERING, SUSPICION, UNDER_WAY, WORK, load_json,
                                  save_json, write_atomically)
 
@@ -61,21 +62,20 @@ def run_iteration(number, index, args, session, gateway):
     show_phase(f"#{number}: snapshot of the codebase", restart=True)
     start = snap.snapshot(index, "before" if index["snapshots"] else "genesis", number)
     terrarium.sync_work(snap.files_of(start))
-    RECORD.unlink(missing_ok=True)
+    shown = journal.open_tasks()  # as the seed numbers them: the answer's "done" counts in these
     write_atomically(UNDER_WAY, json.dumps({"iteration": number, "start": start["id"]}))
     show_phase(f"#{number}: running seed.py")
     try:
         code, output = run_seed(args.timeout, gateway, plan)
-        record = journal.account(journal.read_record(), gateway.close_run(plan["token"]))
-        result = {"not_landed": terrarium.tidy_work(), "record": record, "changes": snap.changes_since(start, WORK),
-                  "confinement": CONFINEMENT.text, "refusals": refusals(output)}
-        failure = judge(code, result, output)
+        result = {"confinement": CONFINEMENT.text, "refusals": refusals(output), "changes": [], "not_landed": []}
+        failure = take_and_judge(code, output, start, gateway.close_run(plan["token"]), shown, result)
     except KeyboardInterrupt:
-        session["interrupted"] = journal.account(journal.read_record(), gateway.close_run(plan["token"], linger=0))
+        session["interrupted"] = journal.account({}, gateway.close_run(plan["token"], linger=0), shown)
         set_aside(index, start, number)
         raise
     finally:
         UNDER_WAY.unlink(missing_ok=True)
+    record = result["record"]
     seed_ran = code == 0 and record["requests"] > 0
     if seed_ran and not start["good"]:
         start["good"] = True  # a run started from it finished, having asked the model: it is known good
@@ -110,6 +110,19 @@ def run_seed(timeout, gateway, plan):
                                  rules, watch=show_seed_progress)
 
 
+def take_and_judge(code, output, start, use, shown, result):
+    """Take what the run left into the object store (read without links, bounded: the working copy is the model's)
+    and judge that: None if it passes, else (why it failed, the output that shows it). `result` gets the record,
+    the candidate's files and changes, and the number of the model's tests that pass."""
+    try:
+        result["record"] = journal.account(journal.read_record(terrarium.read_record()), use, shown)
+        result.update(terrarium.capture_work(snap.files_of(start)))
+    except Untrusted as why:
+        result.setdefault("record", journal.account({}, use, shown))
+        return f"{gate.Failure.UNTRUSTED.value}: {why}", ""
+    return judge(code, result, output, start)
+
+
 def refusals(output):
     """The lines of a run's output where the system refused it something (what confinement stopped)."""
     found = re.findall(r"^.*(?:Permission denied|Operation not permitted).*$", output, re.M)
@@ -136,7 +149,6 @@ def settle_run(number, index, start, code, output, result):
         why = problem.get("why") or record["reason"] or (seed_message(record, output) if code else "") or \
             (f"nothing to apply: {'; '.join(record['refused'])}" if record["refused"] else "")
         result.update(outcome=f"no change: {why}" if why else "no change", reason=why)
-        journal.tick_tasks(record["done"] if record["outcome"] == "applied" else [])  # done without a change
     if record["reason"].startswith("compile error"):
         why = f"The last answer did not compile and was not applied: {record['reason'][15:]}. Write it again, whole."
         journal.add_failure_task(why, "", start["id"], journal.failure_mark("compile error", record["reason"]))
@@ -147,12 +159,15 @@ def land(number, index, start, result):
     made during the run, are kept as a snapshot first."""
     if snap.edited_since(start, [rel for rel, *_ in result["changes"]]):
         snap.snapshot(index, "before", number)
-    plan, result["outside"] = terrarium.land(result["changes"])
+    plan, result["outside"] = terrarium.land(result["changes"], result["files"])
     if not plan:
         result.update(outcome="no change: what changed would leave the folder through a symlink", reason="outside")
         return
     landed = {rel: sha for rel, sha in {**snap.files_of(start), **plan}.items() if sha}
-    snap.snapshot(index, "landed", number, files=landed)  # the new known-good candidate; the report's "after"
+    entry = snap.snapshot(index, "landed", number, files=landed)  # the new known-good candidate; the report's "after"
+    if result.get("passing") is not None:
+        entry["passing"] = result["passing"]  # the ratchet's count for changes that start from here
+        snap.save_index(index)
     journal.tick_tasks(result["record"]["done"])
     result["outcome"] = f"landed: {len(plan)} file(s) changed"
 
@@ -167,8 +182,9 @@ def settle_failure(number, index, start, seed_ran, failure, session, result):
     session["suspect"] = None if seed_ran else {"kind": failure[0], "mark": mark, "home": start}
     keep_suspicion(session)  # before the walk-back: a keeper stopped during it must not keep it
     roll_back(index, start, seed_ran, number, session["bad"], result)
-    if seed_ran and failure[0].startswith(("import check", "tests")) and \
-            journal.failure_mark(*(gate.run_checks(gate.touches_seed(result["changes"])) or ("", ""))) == mark:
+    if seed_ran and failure[0].startswith(("import check", "tests")) and not is_kind(failure, gate.Failure.TESTS_REMOVED) \
+            and journal.failure_mark(*(gate.run_checks(snap.files_of(start), gate.touches_seed(
+                result["changes"], result["files"]))[0] or ("", ""))) == mark:
         return wait_for_the_world(failure, session, result)
     result.update(outcome=f"rolled back: {failure[0]}", reason=failure[0], output=redact(failure[1]))
     journal.add_failure_task(f"Iteration {number} was rolled back: {failure[0]}. Find and fix the cause.", failure[1],
@@ -180,7 +196,7 @@ def blame_the_world(number, index, start, failure, session, result):
     back the task it wrote), write no task, and wait."""
     suspect = session["suspect"]
     home = suspect["home"] if suspect and suspect["kind"] == failure[0] else start
-    kept = snap.snapshot(index, "failed", number, WORK)
+    kept = keep_failed(index, number, result)
     if home is not start:  # undo the walk-back (the folder never had what failed)
         snap.snapshot(index, "before", number)
         snap.restore(home)
@@ -188,7 +204,7 @@ def blame_the_world(number, index, start, failure, session, result):
         journal.remove_failure_task(suspect["mark"])
     terrarium.sync_work()
     session.update(world=failure[0], suspect=None)  # no walk-back is left to undo
-    result.update(kept=kept["id"], restored=home["id"])
+    result.update(kept=kept, restored=home["id"])
     if result["record"]["asking"] and not start["good"]:
         return wait_for_the_world(failure, session, result, "the model still had the run's request when it ended")
     wait_for_the_world(failure, session, result)
@@ -229,7 +245,11 @@ def note_dry_spell(index, result, dry, bad):
     return dry
 
 
-def judge(code, result, output):
+def is_kind(failure, kind):
+    return failure[0].startswith(kind.value)
+
+
+def judge(code, result, output, start):
     """None if this run passes, else (why it failed, the output that shows it)."""
     if code is None:
         return ("seed.py timed out and was killed with its children", output)
@@ -242,12 +262,15 @@ def judge(code, result, output):
         return ("seed.py exited 0 without asking the model or changing anything (a stall)", output)
     if code == EX_UNAVAILABLE and not record["requests"] and not record["problem"]:  # broke the gateway's contract
         return ("the gateway refused seed.py's request", f"{output}\n{record['reason']}")
-    return gate.gate(result["changes"]) if result["changes"] else None
+    if not result["changes"]:
+        return None
+    failure, result["passing"] = gate.gate(result["changes"], result["files"], start.get("passing"))
+    return failure
 
 
 def roll_back(index, start, seed_ran, number, bad, result):
     """Keep the failing state, then restore: the start if its seed ran, else walk further back."""
-    kept = snap.snapshot(index, "failed", number, WORK)
+    kept = keep_failed(index, number, result)
     if not seed_ran:
         bad.add(start["id"])
     target = start if seed_ran else snap.walk_back(index, bad)
@@ -256,14 +279,23 @@ def roll_back(index, start, seed_ran, number, bad, result):
         snap.snapshot(index, "before", number)  # a person's edits made during the run are kept first
         snap.restore(target)
     terrarium.sync_work()
-    result.update(kept=kept["id"], restored=target["id"], stuck=target["id"] in bad)
+    result.update(kept=kept, restored=target["id"], stuck=target["id"] in bad)
+
+
+def keep_failed(index, number, result):
+    """Keep a failed change's candidate as a snapshot (its id), or None when nothing could be taken."""
+    return snap.snapshot(index, "failed", number, files=result["files"])["id"] if "files" in result else None
 
 
 def set_aside(index, start, number):
-    """On Ctrl+C or after kill -9 mid-run: keep what the run wrote (in the working copy) as a snapshot; the
-    folder never had it."""
-    if snap.manifest(WORK) != snap.files_of(start):
-        kept = snap.snapshot(index, "interrupted", number, WORK)
+    """On Ctrl+C or after kill -9 mid-run: keep what the run wrote (in the working copy, read as the model's) as
+    a snapshot; the folder never had it."""
+    try:
+        files = terrarium.capture_work(snap.files_of(start))["files"]
+    except Untrusted:
+        files = snap.files_of(start)
+    if files != snap.files_of(start):
+        kept = snap.snapshot(index, "interrupted", number, files=files)
         say(f"the interrupted run's changes are kept in backups/{kept['id']}; the codebase is as it was")
     terrarium.sync_work()
 

@@ -25,12 +25,13 @@ KEEPER = os.environ.get("SEED_KEEPER", "fallback.py goal.md pending_tasks.md .en
 RULES = f"""You grow the codebase below toward the goal, one iteration at a time: plan three small tasks
 (open tasks first) and do them by writing whole files. Answer with JSON: {{"tasks": [three short tasks],
 "done": [numbers of the open tasks this answer finishes], "files": [{{"path": "relative/path", "content":
-"the complete new text"}}]}}. Never abbreviate a file ("... existing code ..."); most important first.
-Not yours to write: {" ".join(KEEPER)}. After each iteration every .py must compile, every top-level
-module import without side effects (no key, no network), and pytest pass over tests/ (add tests/test_*.py);
-a failing change is rolled back and becomes a task. Name no module like the standard library or a package
-(json.py, email/): it would be shadowed. seed.py runs you: improve it if you keep its docstring's rules, and
-at most 150 lines that are not blank, none over 110 characters (a longer seed is rolled back)."""
+"the complete new text"}}]}}. Never abbreviate a file ("... existing code ..."); most important first. Not
+yours to write: {" ".join(KEEPER)}. After each iteration every .py must compile, every top-level module
+import without side effects (no key, no network), and plain pytest (no ini) pass over tests/ (add
+tests/test_*.py) in a read-only copy (write in tmp_path), with no fewer passing than before; a failing
+change is rolled back and becomes a task. Name no module like the standard library or a package (json.py,
+email/): it would be shadowed. seed.py runs you: improve it if you keep its docstring's rules, and at most
+150 lines that are not blank, none over 110 characters (a longer seed is rolled back)."""
 FILE = {"type": "OBJECT", "required": ["path", "content"], "properties": {"path": {"type": "STRING"},
                                                                          "content": {"type": "STRING"}}}
 SCHEMA = {"type": "OBJECT", "required": ["tasks", "files"], "properties": {

@@ -180,10 +180,10 @@ GATE_TIMER = """import runpy, sys, time
 sys.argv[0] = "fallback.py"
 keeper = runpy.run_path("fallback.py")
 gate = sys.modules["supervisor.gate"]
-def timed(changes, untimed=gate.gate):
+def timed(*args, untimed=gate.gate):
     started = time.perf_counter()
     try:
-        return untimed(changes)
+        return untimed(*args)
     finally:
         print(f"bench: the gate took {time.perf_counter() - started:.3f} s", flush=True)
 gate.gate = timed

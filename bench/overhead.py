@@ -6,7 +6,7 @@
 For each size, 50 iterations that each change 3 files, timed phase by phase with the keeper's own parts
 (supervisor/, copied into each made-up workspace and loaded by its path under a name of its own), in the
 order fallback.py's run_iteration calls them: the snapshot with change detection, the working copy's sync
-(catching up with the folder after the last landing), the tidy after the run, the change summary, the
+(catching up with the folder after the last landing), the capture of what the run changed, the
 compile check and whether the seed's contract must run (seed.py's imports, followed), then the landing (a
 snapshot for a person's edits, the crash-safe copy into the folder, the landed snapshot) and the log. One
 iteration in ten is rolled back instead (keep the failed state, restore, sync). Beside it, two baselines
@@ -42,7 +42,7 @@ PROVIDED_TESTS = ["tests/conftest.py", "tests/fake_gemini.py", "tests/test_seed.
 GATEWAY_PORT = 40_000  # any port: the seed's policy allows TCP to this one only
 LAUNCHES = 20          # runs of `python -c pass` per way of starting it (the median is shown)
 GATE_RUNS = 3          # runs of the gate's child, confined and not (the median is shown)
-OLD_PHASES = ["snapshot", "change summary", "compile check", "log"]  # the README's "in process"
+OLD_PHASES = ["snapshot", "capture (read the run's changes)", "compile check", "log"]  # the README's "in process"
 
 
 def make_workspace(root, files, keeper=False):
@@ -131,17 +131,19 @@ class Ours(Phases):
         self.time("sync working copy", self.k.terrarium.sync_work, self.k.snapshots.files_of(self.start))
 
     def after(self, i):
-        snap, compile_error = self.k.snapshots, self.k.gate.compile_error
-        self.time("tidy after the run", self.k.terrarium.tidy_work)
-        changes = self.time("change summary", snap.changes_since, self.start, self.runs_in)
-        self.time("compile check", lambda: [compile_error(rel) for rel, *_ in changes if rel.endswith(".py")])
-        self.time("seed's imports (contract or not)", self.k.gate.touches_seed, changes)
+        snap, gate, terrarium = self.k.snapshots, self.k.gate, self.k.terrarium
+        taken = self.time("capture (read the run's changes)", terrarium.capture_work, snap.files_of(self.start))
+        changes, self.files = taken["changes"], taken["files"]
+        self.time("compile check", lambda: [gate.compile_error(rel, self.files[rel]) for rel, kind, *_ in changes
+                                            if rel.endswith(".py") and kind != "deleted"])
+        self.time("seed's imports (contract or not)", gate.touches_seed, changes, self.files)
+        self.time("the gate's read-only copy", terrarium.judged_copy, self.files)
         if rolls_back(i):
             self.time("rollback (keep, sync)", self.roll_back, i)
         else:
             self.time("a person's edits? (only the changed files)", snap.edited_since, self.start,
                       [rel for rel, *_ in changes])
-            plan, _ = self.time("land", self.k.terrarium.land, changes)
+            plan, _ = self.time("land", terrarium.land, changes, self.files)
             landed = {rel: sha for rel, sha in {**snap.files_of(self.start), **plan}.items() if sha}
             self.time("snapshot after landing (known files)", snap.snapshot, self.index, "landed", i,
                       self.k.settings.ROOT, landed)
@@ -151,7 +153,7 @@ class Ours(Phases):
 
     def roll_back(self, i):
         """As fallback.py's roll_back after a seed that ran: the folder never had the change."""
-        self.k.snapshots.snapshot(self.index, "failed", i, self.runs_in)
+        self.k.snapshots.snapshot(self.index, "failed", i, files=self.files)
         self.k.terrarium.sync_work()
 
     def restore_first(self):
@@ -173,11 +175,12 @@ class Ours(Phases):
         """The gate's child (the modules import, then pytest over tests/), as the keeper runs it, confined, and
         the same command run plainly; medians, interleaved."""
         gate, terrarium = self.k.gate, self.k.terrarium
-        plain = [sys.executable, "-P", "-c", gate.CHECKS, str(self.runs_in), "app", "seed", "--", "tests/test_app.py"]
+        judged = self.k.settings.JUDGED
+        plain = [sys.executable, "-P", "-c", gate.CHECKS, str(judged), "1", "app", "seed", "--", "tests/test_app.py"]
         confined, unconfined = [], []
         for _ in range(GATE_RUNS):
-            confined.append(timed(gate.run_checks, False)[1])
-            unconfined.append(run_ms(self.runs_in, plain, terrarium.clean_env()))
+            confined.append(timed(gate.run_checks, self.files, False)[1])
+            unconfined.append(run_ms(judged, plain, terrarium.clean_env()))  # its facts go to stdout (fd 1)
         return {"gate's child, confined (run_checks)": median(confined),
                 "gate's child, the same command unconfined": median(unconfined)}
 

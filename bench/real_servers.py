@@ -1,6 +1,6 @@
 """Benchmark: the keeper against real OpenAI-compatible servers on loopback, end to end, with no model download.
 
-    python bench/real_servers.py                 # installs into ~/.cache/seed-bench/real-servers (first run: ~10 min)
+    python bench/real_servers.py                 # installs into ~/.cache/seed-bench/real-servers (first run: minutes)
     python bench/real_servers.py --cache DIR     # another place for the throwaway virtual environments
 
 Two servers that install with pip, each in a throwaway virtual environment of its own (never this project's):
@@ -58,7 +58,7 @@ def venv(cache, name):
     missing = subprocess.run([str(python), "-c", "import importlib.metadata as m, sys; [m.version(n.split('[')[0]) "
                               "for n in sys.argv[1:]]", *VENVS[name]], capture_output=True).returncode
     if missing:
-        print(f"installing {' '.join(VENVS[name])} into {cache / name} (llama-cpp-python builds from source: ~10 min)",
+        print(f"installing {' '.join(VENVS[name])} into {cache / name} (llama-cpp-python builds from source the first time: minutes)",
               flush=True)
         subprocess.run([str(python), "-m", "pip", "install", "-q", *VENVS[name]], check=True,
                        env={**os.environ, "CMAKE_BUILD_PARALLEL_LEVEL": str(os.cpu_count() or 2)})

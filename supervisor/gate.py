@@ -1,95 +1,211 @@
-"""gate: the checks a change must pass to land, in the working copy. They judge the code, never the moment.
+"""gate: the checks a change must pass to land. They judge the captured candidate, never the moment.
 
-The changed .py files must compile (in process: compiling runs nothing). When a .py changed, the
-codebase's top-level modules must import and pytest must pass over tests/ (the model's tests, and the
-seed's contract when the seed or a module it imports changed); both run the code, so both run in one
-child of the terrarium: confined, with no key and no way to the gateway, only to servers of its own.
+The candidate's changed .py files must compile (here, from the bytes captured: compiling runs nothing). When a
+.py changed, the candidate is laid out in .seed/judged/ (terrarium.judged_copy), which the checks may read but
+not write, and one confined child with no key and no way to the gateway imports the codebase's top-level
+modules, then runs pytest over tests/ (the model's tests, and the seed's contract when the seed or a module it
+imports changed) under the keeper's configuration: `-c /dev/null`, so no pytest.ini, setup.cfg, tox.ini,
+pyproject.toml or addopts of the model's changes how its tests are collected or reported. The verdict is read
+from what the keeper's own plugin in that child reports, test by test, through a pipe as they happen (not from
+an exit code): a child that ends early, collects nothing where tests exist, or reports fewer tests than it
+collected, fails. And the tests are a ratchet: fewer of the model's tests passing than at the landed state the
+change started from is a failure, "tests removed".
 """
 import ast
+import json
+import os
 import re
 import sys
+import threading
+from enum import Enum
 
 from .console import show_phase
-from .settings import CONTRACT, GATE_TESTS_LEFT_OUT, GATE_TIMEOUT, WORK
-from .snapshots import codebase_files
-from .terrarium import clean_env, policy, run_bounded
+from .settings import CONTRACT, GATE_TESTS_LEFT_OUT, GATE_TIMEOUT, JUDGED, ROOT
+from .snapshots import object_path
+from .terrarium import clean_env, judged_copy, policy, run_bounded
 
-CHECKS = """import importlib, sys, traceback
-sys.path.append(sys.argv[1])
-modules, tests = sys.argv[2:sys.argv.index("--")], sys.argv[sys.argv.index("--") + 1:]
+CHECKS = """import importlib, json, os, sys, traceback
+root, facts = sys.argv[1], os.fdopen(int(sys.argv[2]), "w", buffering=1)
+modules, tests = sys.argv[3:sys.argv.index("--")], sys.argv[sys.argv.index("--") + 1:]
+def tell(**fact):
+    facts.write(json.dumps(fact) + "\\n")
+    facts.flush()
+sys.path.append(root)
 try:
     for name in modules:
         importlib.import_module(name)
 except BaseException:
     traceback.print_exc()
     sys.exit(97)
+tell(imported=True)
 print("the modules import", flush=True)
 if tests:
     import pytest
-    sys.exit(pytest.main(["-q", "-x", "--tb=short", "-rN", "-p", "no:cacheprovider", "--import-mode=append", *tests]))
+
+    class Keeper:
+        @pytest.hookimpl(trylast=True)
+        def pytest_collection_finish(self, session):
+            tell(collected=[item.nodeid for item in session.items])
+
+        @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+        def pytest_runtest_makereport(self, item, call):
+            report = (yield).get_result()
+            if call.when == "call" or report.outcome != "passed":  # a test marked to fail never counts as passing
+                raised = call.excinfo is not None and not call.excinfo.errisinstance(pytest.skip.Exception)
+                outcome = "xfailed" if hasattr(report, "wasxfail") else "failed" if raised else report.outcome
+                tell(test=item.nodeid, when=call.when, outcome=outcome)
+
+        def pytest_sessionfinish(self, session, exitstatus):
+            tell(finished=int(exitstatus))
+
+    code = pytest.main(["-c", os.devnull, "--rootdir", root, "--confcutdir", root, "-q", "-x", "--tb=short", "-rN", "-p", "no:cacheprovider",
+                        "--import-mode=append", *tests], plugins=[Keeper()])
+    sys.exit(code)
 """  # one child: the modules import, then pytest runs over the tests (one interpreter start-up, not two)
-
-
 IMPORT_FAILED = 97
+FACTS_BYTES = 8 << 20  # the most of the plugin's report read (about 80,000 tests)
 
 
-def gate(changes):
-    """None when the changed codebase passes the gate, else (what failed, its output). Changed .py files are
-    compiled here; the import check and the tests run only when a .py file changed."""
+class Failure(str, Enum):
+    """What a gate can fail on (the start of the reason the log and the task give)."""
+    COMPILE = "does not compile"
+    IMPORT = "import check failed"
+    IMPORT_TIMEOUT = "import check timed out"
+    TESTS = "tests failed"
+    TESTS_TIMEOUT = "tests timed out"
+    TESTS_UNREPORTED = "tests did not report"
+    TESTS_REMOVED = "tests removed"
+    UNTRUSTED = "the run left what the keeper does not take"
+
+
+def gate(changes, files, passing_before=None):
+    """(None when the candidate passes, else (what failed, its output); the number of the model's tests that pass,
+    or None when none ran). `files`: the candidate's {path: sha256}, its objects stored; `passing_before`: the
+    number at the landed state the change started from, when known (the ratchet)."""
     show_phase("checking: the changed .py files compile")
-    broken = [compile_error(rel) for rel, kind, *_ in changes if rel.endswith(".py") and kind != "deleted"]
+    broken = [compile_error(rel, files[rel]) for rel, kind, *_ in changes if rel.endswith(".py") and kind != "deleted"]
     if any(broken):
-        return ("does not compile", "\n".join(b for b in broken if b))
-    return run_checks(touches_seed(changes)) if any(rel.endswith(".py") for rel, *_ in changes) else None
+        return (Failure.COMPILE.value, "\n".join(b for b in broken if b)), None
+    if not any(rel.endswith(".py") for rel, *_ in changes):
+        return None, passing_before
+    failure, passing = run_checks(files, touches_seed(changes, files))
+    if passing is None:
+        return failure, passing_before
+    if not failure and passing_before is not None and passing < passing_before:
+        failure = (f"{Failure.TESTS_REMOVED.value}: {passing_before} passing before, {passing} now",
+                   "A change may rename or rewrite tests, never lower the number that pass (deleted, emptied, "
+                   "skipped or expected to fail).")
+    return failure, passing
 
 
-def touches_seed(changes):
+def touches_seed(changes, files):
     """Whether a change reached seed.py or a module it imports: then the seed's contract runs too."""
-    return bool({rel for rel, *_ in changes} & seed_and_its_modules())
+    return bool({rel for rel, *_ in changes} & seed_and_its_modules(files))
 
 
-def run_checks(contract):
-    """None when the codebase's top-level modules import and pytest passes over tests/ (with the seed's contract
-    if asked), else (what failed, its output). The code runs: a child, with no key and no way to the API."""
-    files = [rel for rel, _ in codebase_files(WORK)]
+def run_checks(files, contract):
+    """(None when the candidate's top-level modules import and pytest passes over tests/ (with the seed's contract
+    if asked), else (what failed, its output); how many of the model's tests passed). The code runs in a child of
+    the terrarium, in the judged copy it may not write, with no key and no way to the API."""
+    judged_copy(files)
     modules = [rel[:-3] for rel in files if rel.endswith(".py") and "/" not in rel and rel[:-3].isidentifier()]
     modules += [rel.split("/")[0] for rel in files if re.fullmatch(r"[A-Za-z_]\w*/__init__\.py", rel)]
-    tests = sorted(rel for rel in files + [CONTRACT] * contract if re.fullmatch(r"tests/(.*/)?test_[^/]*\.py", rel)
-                   and (WORK / rel).is_file() and rel not in GATE_TESTS_LEFT_OUT)
+    contract = [CONTRACT] if contract and (ROOT / CONTRACT).is_file() else []  # as judged_copy lays it out
+    tests = sorted(rel for rel in [*files, *contract] if re.fullmatch(r"tests/(.*/)?test_[^/]*\.py", rel)
+                   and rel not in GATE_TESTS_LEFT_OUT)
     show_phase(f"checking: {len(modules)} module(s) import, pytest over {len(tests)} test file(s)")
-    code, output = run_bounded([sys.executable, "-P", "-c", CHECKS, str(WORK), *modules, "--", *tests],
-                               clean_env(GEMINI_API_BASE="http://127.0.0.1:9", PYTEST_DISABLE_PLUGIN_AUTOLOAD="1"),
-                               GATE_TIMEOUT, policy(own_servers=True))  # plain pytest, whatever this machine has
-    imported = "the modules import" in output
-    if code == IMPORT_FAILED or (code is None and not imported):
-        return ("import check " + ("timed out" if code is None else "failed"), output)
-    if code not in (0, 5):  # 5: pytest collected no tests
-        return ("tests " + ("timed out" if code is None else "failed"), output)
-    return None
+    facts, (code, output) = listen(lambda fd: run_bounded(
+        [sys.executable, "-P", "-c", CHECKS, str(JUDGED), str(fd), *modules, "--", *tests],
+        clean_env(GEMINI_API_BASE="http://127.0.0.1:9", PYTEST_DISABLE_PLUGIN_AUTOLOAD="1"),
+        GATE_TIMEOUT, policy(own_servers=True, judged=JUDGED), cwd=JUDGED, pass_fds=(fd,)))
+    if not any("imported" in fact for fact in facts):
+        return (Failure.IMPORT_TIMEOUT.value if code is None else Failure.IMPORT.value, output), None
+    return verdict(facts, code, output, tests, expected_tests(files, tests))
 
 
-def seed_and_its_modules():
-    """seed.py and the codebase's files it imports, directly or not: a change to one of them runs the contract."""
+def verdict(facts, code, output, tests, expected):
+    """The gate's judgement of the tests from what the keeper's plugin reported (the exit code can only fail it)."""
+    collected = next((fact["collected"] for fact in facts if "collected" in fact), None)
+    outcomes = {fact["test"]: fact["outcome"] for fact in facts if "test" in fact and fact["outcome"] != "passed"}
+    outcomes.update({fact["test"]: "passed" for fact in facts if fact.get("when") == "call"
+                     and fact["outcome"] == "passed" and fact["test"] not in outcomes})
+    passing = sum(1 for test, outcome in outcomes.items() if outcome == "passed" and not test.startswith(CONTRACT))
+    if not tests:
+        return None, None
+    if code is None:
+        return (Failure.TESTS_TIMEOUT.value, output), passing
+    if "failed" in outcomes.values() or (code not in (0, 5) and collected is not None):
+        return (Failure.TESTS.value, output), passing
+    finished = next((fact["finished"] for fact in facts if "finished" in fact), None)
+    why = ("pytest ended before it collected the tests" if collected is None else
+           "pytest ended before its session finished" if finished is None else
+           f"pytest collected no tests, where the test files define {expected}" if not collected and expected else
+           f"pytest reported {len(outcomes)} of the {len(collected)} tests it collected"
+           if set(collected) - outcomes.keys() else "")
+    if why:
+        return (f"{Failure.TESTS_UNREPORTED.value}: {why} (exit {code})", output), passing
+    return None, passing
+
+
+def listen(run):
+    """Run `run(fd)` with the write end of a pipe as fd; the JSON facts written to it, and what run returned."""
+    read_end, write_end = os.pipe()
+    facts, lines = [], []
+    def drain():
+        with os.fdopen(read_end, "rb") as pipe:
+            lines.extend(pipe.read(FACTS_BYTES).splitlines())
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        result = run(write_end)
+    finally:
+        os.close(write_end)
+    reader.join(5)
+    for line in lines:
+        try:
+            fact = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(fact, dict):
+            facts.append(fact)
+    return facts, result
+
+
+def expected_tests(files, tests):
+    """How many test functions the test files define, read from their source (pytest may find more)."""
+    count = 0
+    for rel in tests:
+        try:
+            tree = ast.parse(object_path(files[rel]).read_bytes()) if rel in files else None
+        except (SyntaxError, ValueError):
+            continue
+        count += sum(isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test")
+                     for node in ast.walk(tree)) if tree else 0
+    return count
+
+
+def seed_and_its_modules(files):
+    """seed.py and the candidate's files it imports, directly or not: a change to one of them runs the contract."""
     found, queue = set(), ["seed.py"]
     while queue:
         rel = queue.pop()
-        if rel in found or not (WORK / rel).is_file():
+        if rel in found or rel not in files:
             continue
         found.add(rel)
         try:
-            tree = ast.parse((WORK / rel).read_bytes())
+            tree = ast.parse(object_path(files[rel]).read_bytes())
         except (SyntaxError, ValueError):
             continue
         names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
         names += [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module and not n.level]
         for top in {name.split(".")[0] for name in names} - set(sys.stdlib_module_names):
-            queue += [f"{top}.py"] + [p.relative_to(WORK).as_posix() for p in (WORK / top).rglob("*.py")]
+            queue += [f"{top}.py"] + [rel for rel in files if rel.startswith(f"{top}/") and rel.endswith(".py")]
     return found
 
 
-def compile_error(rel):
+def compile_error(rel, sha):
     """Why a .py file does not compile, or ''. Too large a file is not compiled here: it fails."""
-    path = WORK / rel
+    path = object_path(sha)
     if path.stat().st_size > 8 << 20:
         return f"{rel}: larger than 8 MB, too large to be code"
     try:

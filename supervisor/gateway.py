@@ -59,6 +59,7 @@ class Run:
         self.asked, self.waited = 0, 0.0  # requests admitted (the cap counts these); seconds the gateway waited
         self.calls, self.refused = [], []
         self.salvaged, self.answered, self.problem = "", False, None
+        self.planned = {"tasks": [], "done": []}  # the answer's own word: its tasks, the open tasks it finished
         self.over = threading.Event()  # set by close_run: the token stops working, waits end
         self.busy = threading.Condition()
         self.under_way = 0             # requests of the seed being served now
@@ -355,6 +356,7 @@ class Gateway:
         with self.lock:
             run.refused += refused
             run.salvaged = salvaged or run.salvaged
+            run.planned = {"tasks": answer["tasks"][:10], "done": answer["done"][:50]}
         return answers.answer_body(answer, body, model)
 
     def settle(self, run, reply):
@@ -389,7 +391,7 @@ def report_of(run):
     return {"model": calls[-1]["model"] if calls else None, "requests": len(calls), "calls": calls,
             "tokens": {name: sum(call["tokens"][name] for call in calls) for name in TOKEN_FIELDS},
             "refused": list(run.refused), "salvaged": run.salvaged, "answered": run.answered,
-            "problem": copy.copy(run.problem)}
+            "problem": copy.copy(run.problem), "planned": copy.deepcopy(run.planned)}
 
 
 def same(token, expected):

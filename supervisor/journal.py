@@ -12,7 +12,7 @@ import json
 import re
 
 from .console import describe_changes, redact
-from .settings import (LOG, MAX_FAILURE_TASKS, RECORD, ROOT, TASK_LINES, TASKS, WORK, tail_of, utc_now,
+from .settings import (LOG, MAX_FAILURE_TASKS, ROOT, TASK_LINES, TASKS, WORK, tail_of, utc_now,
                        write_atomically)
 
 SHOWN_TASKS = 20  # open tasks the seed puts in its prompt (its MAX_TASKS)
@@ -67,7 +67,7 @@ def add_failure_task(headline, output, where, mark):
     found = next(((n, m) for n, line in enumerate(lines) if line.startswith("- [ ] ") and (m := bracket.search(line))),
                  None)  # a bracket a person edited no longer matches: the failure then gets a new task
     if found is None:
-        detail = [f"      {line[:300]}" for line in tail if line.strip()]
+        detail = [f"      > {line[:300]}" for line in tail if line.strip()]  # quoted: no line of it reads as a task
         edited += [f"- [ ] {redact(headline)} [failure {mark}: 1 time since {utc_now()}, first after "
                    f"snapshot {where}]"] + detail
     else:
@@ -151,8 +151,10 @@ def log_iteration(number, result, duration):
     if result.get("dry"):
         lines.append(f"- Stalled: {result['dry']}")
     if result.get("restored"):
-        lines.append(f"- Restored snapshot {result['restored']}; the failing state is kept in "
-                     f"backups/{result['kept']}")
+        kept = f"kept in backups/{result['kept']}" if result.get("kept") else "not kept (it could not be taken)"
+        lines.append(f"- Restored snapshot {result['restored']}; the failing state is {kept}")
+    if result.get("passing") is not None:
+        lines.append(f"- Tests: {result['passing']} of the model's pass")
     if result.get("confinement"):
         lines.append(f"- Confinement: {result['confinement']}")
     if record.get("salvaged"):
@@ -171,26 +173,40 @@ def last_logged_iteration():
     return int(numbers[-1]) if numbers else 0
 
 
-def read_record():
-    """What the seed says it did ({} when it left nothing). The seed may have been rewritten, so every field
-    is checked: texts become single lines (no forged log headings). What it asked and spent is not its say:
-    the gateway reports that (see account)."""
+def read_record(data):
+    """What the seed says it did, from the bytes of its record (b"" when it left none): how it ended, what it
+    refused to write and why. The seed may have been rewritten, so every field is checked, and texts become
+    single lines (no forged log headings). What it asked, spent, planned and finished is not its say: the
+    gateway's account of the answer says that (see account)."""
     try:
-        raw = json.loads(RECORD.read_text())
-    except (OSError, ValueError):
+        raw = json.loads(data)
+    except ValueError:
         raw = {}
     raw = raw if isinstance(raw, dict) else {}
-    return {"outcome": one_line(raw.get("outcome"), 20), "tasks": one_line_each(raw.get("tasks")),
-            "done": one_line_each(raw.get("done")), "refused": one_line_each(raw.get("refused")),
+    return {"outcome": one_line(raw.get("outcome"), 20), "refused": one_line_each(raw.get("refused")),
             "reason": one_line(raw.get("reason"))}
 
 
-def account(record, use):
-    """The seed's record with the gateway's account of the run: the model, requests, tokens, what it dropped."""
+def account(record, use, shown):
+    """The seed's record with the gateway's account of the run: the model, requests, tokens, what it dropped, and
+    from the answer itself, its tasks and which of the open tasks `shown` to the seed it finished."""
+    done = sorted({n for n in use["planned"]["done"] if 1 <= n <= len(shown)})
     return {**record, "model": use["model"], "requests": use["requests"], "tokens": use["tokens"],
             "calls": use["calls"], "salvaged": one_line(use["salvaged"]), "answered": use["answered"],
-            "problem": use["problem"], "asking": use["asking"],
+            "problem": use["problem"], "asking": use["asking"], "tasks": one_line_each(use["planned"]["tasks"]),
+            "done": [shown[n - 1] for n in done],
             "refused": record.get("refused", []) + [one_line(why) for why in use["refused"]]}
+
+
+def open_tasks():
+    """The open tasks as the seed lists them (its numbering: the first SHOWN_TASKS `- [ ]` lines, each by the
+    text of its first line), so that an answer's "done" numbers can be read."""
+    found = []
+    for line in read_tasks():
+        seen = line.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        if match := re.match(r"\s*[-*] \[ \] (.*)", (seen.splitlines() or [""])[0]):
+            found.append(one_line(match.group(1)))
+    return found[:SHOWN_TASKS]
 
 
 def one_line(value, limit=300):

@@ -7,6 +7,7 @@ import io
 import json
 import os
 import re
+import secrets
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -59,7 +60,7 @@ USAGE = BACKUPS / "usage.json"          # the gateway's ledger: requests, tokens
 QUOTA = BACKUPS / "quota.json"          # the gateway's memory: spent or gone models, each model's last minute
 WORK = ROOT / ".seed" / "work"          # the working copy, where the model's code runs (see terrarium.py)
 SCRATCH = ROOT / ".seed" / "tmp"        # its private temporary folder, emptied before each run
-RECORD = WORK / ".seed" / "record.json"  # what the seed says it did; removed before each run
+JUDGED = ROOT / ".seed" / "judged"      # the candidate as the gate judges it: laid out by the keeper, read-only
 LANDING = BACKUPS / "landing.json"      # exists only while a change is being copied into the folder
 SUSPICION = BACKUPS / "suspicion.json"  # what the loop suspects of the world, kept across restarts
 DEMO = ROOT / "demo" / "answers.json"   # the offline demo's goal and scripted answers
@@ -67,8 +68,8 @@ LOG = ROOT / "iteration_log.md"
 TASKS = ROOT / "pending_tasks.md"
 CONTRACT = "tests/test_seed.py"         # the seed's contract: run by the gate when the seed changed
 TEST_SUPPORT = ["tests/conftest.py", "tests/fake_gemini.py"]  # what the contract needs beside it
-KEEPER_TESTS = [CONTRACT, "tests/test_backends.py", "tests/test_fallback.py", "tests/test_gateway.py",
-                "tests/test_openai_compatible.py",
+KEEPER_TESTS = [CONTRACT, "tests/test_attacks.py", "tests/test_backends.py", "tests/test_fallback.py",
+                "tests/test_gateway.py", "tests/test_openai_compatible.py",
                 "tests/test_report.py", "tests/test_sandbox.py", "tests/test_tasks_file.py",
                 "tests/test_terrarium.py"]  # every one tests/ ships
 GUARDED = ["fallback.py", "iteration_log.md", "report.html", ".env", ".env.example", "README.md",
@@ -84,6 +85,10 @@ LIMITS = {              # on the seed and the gate's children; a run that hits o
     "RLIMIT_FSIZE": number("SEED_FILE_MB", 64, 1) << 20,     # the largest file it may write
     "RLIMIT_NOFILE": number("SEED_OPEN_FILES", 1024, 16),      # open files
 }
+WORK_FILES = number("SEED_WORK_FILES", 20_000, 100)  # files and folders a run may leave in the working copy
+WORK_BYTES = number("SEED_WORK_MB", 512, 1) << 20      # and their bytes
+LANDING_FILES = number("SEED_LANDING_FILES", 5_000, 1)  # files one landing may change
+LANDING_BYTES = number("SEED_LANDING_MB", 32, 1) << 20  # new bytes one run may write (what would land)
 KEEP_LAST = number("BACKUPS_KEEP", 100, 1)  # snapshots kept besides genesis, one a day, known good
 KEEP_GOOD = max(3, KEEP_LAST // 10)     # the newest known-good snapshots always kept: the walk-back's steps
 PROMPT_TOKENS = number("SEED_PROMPT_TOKENS", 60_000, 1_000)  # the largest prompt, in estimated tokens
@@ -103,11 +108,18 @@ KEY_SHAPES = re.compile(r"AIza[0-9A-Za-z_\-]{35}|AQ\.[0-9A-Za-z_\-.]{16,}")  # G
 
 
 def write_atomically(path, data):
-    """Write a file whole or not at all (a temporary file, then os.replace)."""
+    """Write a file whole or not at all: a temporary file under a fresh name (made with O_EXCL, so nothing left
+    under that name is written through), then os.replace."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_bytes(data if isinstance(data, bytes) else data.encode("utf-8"))
-    os.replace(temporary, path)
+    temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        with os.fdopen(fd, "wb") as file:
+            file.write(data if isinstance(data, bytes) else data.encode("utf-8"))
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
 
 
 def tail_of(path, size):

@@ -30,7 +30,7 @@ def codebase_files(root=ROOT):
         with os.scandir(folders.pop()) as entries:
             for entry in entries:
                 if entry.is_dir(follow_symlinks=False):  # a symlink is neither a folder nor a file here
-                    if entry.name not in NOT_CODE and not os.path.exists(entry.path + "/pyvenv.cfg"):
+                    if entry.name.casefold() not in NOT_CODE and not os.path.exists(entry.path + "/pyvenv.cfg"):
                         folders.append(entry.path)
                 elif entry.is_file(follow_symlinks=False) and entry.path[cut:].casefold() not in skip:
                     yield entry.path[cut:], entry  # POSIX only, so the separator is already "/"
@@ -115,6 +115,10 @@ def object_path(sha):
 def read_listing(sha):
     """A folder's listing, {name: sha256} (not to be changed: objects never change, so they are cached)."""
     return json.loads(object_path(sha).read_bytes())
+
+
+def has_object(sha):
+    return sha in stored or object_path(sha).exists()
 
 
 def store_object(data):

@@ -12,9 +12,9 @@ real one. The whole process group is killed when a run ends; a marker names it, 
 ended at the next start. The folder changes only when a change lands: `land` copies the changed files in,
 crash-safely (backups/landing.json lists them first; a start after kill -9 finishes the landing).
 """
+import hashlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -22,71 +22,148 @@ import threading
 import time
 from collections import deque
 
-from . import sandbox
+from . import sandbox, untrusted
 from .console import SECRETS, say
-from .settings import (CONTRACT, GUARDED, LANDING, LIMITS, LOG, NOT_CODE, OUTPUT_TAIL, ROOT, RUNNING,
-                       SANDBOX_REQUIRED, SCRATCH, STEERING, TEST_SUPPORT, WORK, load_json, tail_of,
-                       write_atomically)
-from .snapshots import manifest, object_path, remove_empty_parents, stays_inside, store_object
+from .settings import (CONTRACT, GUARDED, JUDGED, LANDING, LANDING_BYTES, LANDING_FILES, LIMITS, LOG, NOT_CODE,
+                       OUTPUT_TAIL, ROOT, RUNNING, SANDBOX_REQUIRED, SCRATCH, STEERING, TEST_SUPPORT, WORK,
+                       WORK_BYTES, WORK_FILES, load_json, tail_of, write_atomically)
+from .snapshots import (has_object, line_changes, manifest, object_path, remove_empty_parents, stays_inside,
+                        store_object)
+from .untrusted import Untrusted
 
-PROVIDED = [*STEERING, *TEST_SUPPORT, CONTRACT]  # read by the seed and the gate
+PROVIDED = [*STEERING, *TEST_SUPPORT, CONTRACT]  # read by the seed
+KEEPER_FILES = {rel.casefold() for rel in [*GUARDED, *STEERING]}  # never the codebase's, by any case
 LOG_SHOWN = 65_536  # bytes of the end of iteration_log.md the working copy holds (the seed shows less)
-provided = {}       # rel -> the bytes last put in the working copy, to tell a run's writes from a person's edits
+RECORD, RECORD_BYTES = ".seed/record.json", 1 << 20  # what the seed says it did, and the most of it read
+KEEPER_FILE_BYTES = 16 << 20  # the most of a keeper's file in the working copy read, to tell whether a run wrote it
+provided = {}       # rel -> sha256 of what the working copy was given to read, to tell a run's writes from it
+fingerprints = {}   # (tree, rel) -> (size, mtime, ctime, inode), sha256: what need not be read again
 
 
 # --- the working copy -------------------------------------------------------------------------
 def sync_work(here=None):
-    """Bring the working copy in step with the folder (`here`: its {path: sha256}, when just taken): the
-    codebase's changed files only, then tidy."""
-    WORK.mkdir(parents=True, exist_ok=True)
-    here, there = manifest(ROOT) if here is None else here, manifest(WORK)
-    for rel in there.keys() - here.keys():
-        (WORK / rel).unlink()
-        remove_empty_parents(WORK / rel, WORK)
-    for rel, sha in here.items():
-        if there.get(rel) != sha:
-            write_atomically(WORK / rel, (ROOT / rel).read_bytes())
-    tidy_work()
-    shutil.rmtree(SCRATCH, ignore_errors=True)
+    """Make the working copy the folder's codebase (`here`: its {path: sha256}, when just taken) and what the run
+    reads, whatever the last run left there; empty its temporary folder."""
+    blobs = {rel: (ROOT / rel).read_bytes() for rel in PROVIDED if (ROOT / rel).is_file()}
+    blobs["iteration_log.md"] = tail_of(LOG, LOG_SHOWN)
+    provided.clear()
+    provided.update({rel: hashlib.sha256(data).hexdigest() for rel, data in blobs.items()})
+    mirror(WORK, {**(manifest(ROOT) if here is None else here), **provided},
+           {provided[rel]: data for rel, data in blobs.items()})
+    untrusted.wipe(SCRATCH)
     SCRATCH.mkdir(parents=True)
 
 
-def tidy_work():
-    """Refresh what the run reads and take away what is not the codebase's (the keeper's files, caches);
-    the keeper's files a run wrote there, which never land."""
-    written = [rel for rel in PROVIDED if read(WORK / rel) != provided.get(rel)]
-    provided.update({rel: read(ROOT / rel) for rel in PROVIDED}, **{"iteration_log.md": tail_of(LOG, LOG_SHOWN)})
-    for rel, data in provided.items():
-        if data is None:
-            (WORK / rel).unlink(missing_ok=True)
-        elif read(WORK / rel) != data:
-            write_atomically(WORK / rel, data)
-    for path in sorted(stray_paths()):
-        written.append(path.relative_to(WORK).as_posix())
-        shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
-    return sorted(set(written) - {"__pycache__", ".pytest_cache"})
+def mirror(tree, wanted, blobs=None):
+    """Make `tree` hold exactly `wanted` ({path: sha256}, the bytes from `blobs` by sha256 or else the object
+    store), rebuilt whole when what is there cannot be trusted."""
+    tree.mkdir(parents=True, exist_ok=True)
+    try:
+        there = fingerprint(tree, max_files=WORK_FILES, max_bytes=WORK_BYTES)
+    except Untrusted:
+        untrusted.wipe(tree)
+        tree.mkdir(parents=True)
+        there = {}
+    for rel in there.keys() - wanted.keys():
+        untrusted.remove(tree, rel)
+    for rel, sha in wanted.items():
+        if there.get(rel) != sha:
+            untrusted.write(tree, rel, blobs[sha] if sha in (blobs or {}) else object_path(sha).read_bytes())
 
 
-def read(path):
-    """A file's bytes, or None when there is no such file."""
-    return path.read_bytes() if path.is_file() else None
+def capture_work(start):
+    """What the run left in the working copy, taken into the object store: the gate judges these bytes and
+    landing writes them; the working copy is not read again. {"files": {path: sha256} of the codebase,
+    "changes": [(path, kind, added, removed)] from `start` ({path: sha256}), "not_landed": [the keeper's paths
+    the run wrote]}. Untrusted when it holds what may not land: a link, a FIFO, too many files or bytes."""
+    keepers = []
+    files = fingerprint(WORK, skip=lambda rel, folder: not_codebase(rel, folder, keepers), max_files=WORK_FILES,
+                        max_bytes=WORK_BYTES, store=True, new_bytes=LANDING_BYTES)
+    changes = [(rel, *change_between(start.get(rel), files.get(rel)))
+               for rel in sorted(start.keys() | files.keys()) if start.get(rel) != files.get(rel)]
+    if len(changes) > LANDING_FILES:
+        raise Untrusted(f"{len(changes):,} files changed; a landing takes at most {LANDING_FILES:,} (SEED_LANDING_FILES)")
+    return {"files": files, "changes": changes, "not_landed": sorted(keepers_written(keepers))}
 
 
-def stray_paths():
-    """What in the working copy is neither the codebase nor provided: the keeper's folders and files."""
-    keep = set(PROVIDED) | {"iteration_log.md"}
-    found = [WORK / name for name in NOT_CODE - {".seed"} if (WORK / name).exists() or (WORK / name).is_symlink()]
-    return found + [WORK / rel for rel in GUARDED if rel not in keep and (WORK / rel).exists()]
+def not_codebase(rel, folder, keepers):
+    """Whether the capture leaves rel out: the keeper's folders and files, by any case, and caches (noting in
+    `keepers` the ones a run may have written)."""
+    folded, name = rel.casefold(), rel.rsplit("/", 1)[-1].casefold()
+    if folder and (name in NOT_CODE or untrusted.holds_file(WORK, f"{rel}/pyvenv.cfg")):
+        if "/" not in rel and name not in {".seed", "__pycache__", ".pytest_cache"}:
+            keepers.append(f"{rel}/")
+        return True
+    if not folder and folded in KEEPER_FILES:
+        keepers.append(rel)
+        return True
+    return False
 
 
-def land(changes):
-    """Copy a change that passed the gate from the working copy into the folder, crash-safely: its new
-    contents are kept as objects and listed in backups/landing.json first, then written. Returns the plan
-    ({path: the sha256 of its new content, or None where it is deleted}) and the paths not landed because
-    the folder has a symlink there that leads out of it (the working copy has no symlinks)."""
+def keepers_written(keepers):
+    """The keeper's paths in the working copy that are not what it was given to read."""
+    for rel in keepers:
+        try:
+            given = not rel.endswith("/") and hashlib.sha256(untrusted.read(WORK, rel, KEEPER_FILE_BYTES)).hexdigest()
+        except (Untrusted, FileNotFoundError):
+            given = None
+        if provided.get(rel) != given:
+            yield rel
+
+
+def change_between(old, new):
+    """(kind, lines added, lines removed) between two objects (None: no file)."""
+    text = {sha: object_path(sha).read_text("utf-8", "replace") if sha else "" for sha in (old, new)}
+    kind = "new" if old is None else "deleted" if new is None else "changed"
+    return (kind, *line_changes(text[old], text[new]))
+
+
+def fingerprint(tree, skip=lambda rel, folder: False, max_files=None, max_bytes=None, store=False, new_bytes=None):
+    """{path: sha256} of the files in `tree`, read without links and bounded (see untrusted.scan). A file whose size,
+    times and inode are as when it was last read is not read again (its ctime cannot be set by the code that
+    changed it). With `store`, each file's bytes are kept in the object store, after checking that those not
+    known from before come to at most `new_bytes`."""
+    began, found = time.time_ns(), {}
+    listed = untrusted.scan(tree, skip, max_files, max_bytes)
+    unknown = {rel: info for rel, info in listed.items()
+               if fingerprints.get((tree, rel), (None,))[0] != stamp(info)}
+    if new_bytes is not None and sum(info.st_size for info in unknown.values()) > new_bytes:
+        raise Untrusted(f"the run wrote {sum(i.st_size for i in unknown.values()) >> 20:,} MB of files; a landing takes "
+                        f"at most {new_bytes >> 20:,} MB (SEED_LANDING_MB)")
+    for rel, info in listed.items():
+        if rel in unknown:
+            data = untrusted.read(tree, rel, info.st_size)
+            found[rel] = store_object(data) if store else hashlib.sha256(data).hexdigest()
+            if info.st_ctime_ns < began - 10**9:  # older than a coarse clock's tick: its stamp tells it apart
+                fingerprints[(tree, rel)] = (stamp(info), found[rel])
+        else:
+            found[rel] = fingerprints[(tree, rel)][1]
+            if store and not has_object(found[rel]):
+                store_object(untrusted.read(tree, rel, info.st_size))
+    return found
+
+
+def stamp(info):
+    return info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino
+
+
+def judged_copy(files):
+    """Lay out the candidate for the gate in .seed/judged/: its files and the tests that the keeper provides,
+    nothing else; the gate's checks may read it and not write it."""
+    blobs = {rel: (ROOT / rel).read_bytes() for rel in [*TEST_SUPPORT, CONTRACT] if (ROOT / rel).is_file()}
+    support = {rel: hashlib.sha256(data).hexdigest() for rel, data in blobs.items()}
+    mirror(JUDGED, {**files, **support}, {support[rel]: data for rel, data in blobs.items()})
+    untrusted.wipe(SCRATCH)  # what the seed's run left in its temporary folder is not the gate's
+    SCRATCH.mkdir(parents=True)
+
+
+def land(changes, files):
+    """Write a change that passed the gate into the folder, from the bytes the gate judged (never the working
+    copy), crash-safely: backups/landing.json lists them first. Returns the plan ({path: sha256 of its new
+    content, or None where it is deleted}) and the paths not landed because the folder has a symlink there
+    that leads out of it."""
     outside = [rel for rel, *_ in changes if not stays_inside(rel)]
-    plan = {rel: None if kind == "deleted" else store_object((WORK / rel).read_bytes())
-            for rel, kind, *_ in changes if rel not in outside}
+    plan = {rel: files.get(rel) for rel, *_ in changes if rel not in outside}
     write_atomically(LANDING, json.dumps(plan))
     apply_landing(plan)
     LANDING.unlink()
@@ -113,16 +190,27 @@ def finish_landing():
     LANDING.unlink(missing_ok=True)
 
 
+def read_record():
+    """The bytes of the record the seed left (b"" when it left none), read like any file of the model's."""
+    try:
+        return untrusted.read(WORK, RECORD, RECORD_BYTES)
+    except FileNotFoundError:
+        return b""
+
+
 # --- running the model's code -----------------------------------------------------------------
-def policy(gateway_port=None, own_servers=False):
-    """What a child may reach: the seed, the gateway; the gate's checks, only servers of their own. Folders in
-    PYTHONPATH stay readable, so the child imports what this process would."""
-    rules = sandbox.policy_for(WORK, SCRATCH, gateway_port, LIMITS, own_servers=own_servers, require=SANDBOX_REQUIRED)
+def policy(gateway_port=None, own_servers=False, judged=None):
+    """What a child may reach: the seed, the working copy and the gateway; the gate's checks, the judged copy (to
+    read, not write) and only servers of their own. Folders in PYTHONPATH stay readable, so the child imports
+    what this process would."""
+    rules = sandbox.policy_for(WORK if judged is None else SCRATCH, SCRATCH, gateway_port, LIMITS,
+                               own_servers=own_servers, require=SANDBOX_REQUIRED)
+    rules["read"] += [str(judged)] if judged else []
     rules["read"] += [folder for folder in os.environ.get("PYTHONPATH", "").split(os.pathsep) if folder]
     return rules
 
 
-def run_bounded(command, env, timeout, rules, watch=None):
+def run_bounded(command, env, timeout, rules, watch=None, cwd=WORK, pass_fds=()):
     """Run in the working copy, confined by `rules` (see policy), in a new process group, with a time limit:
     (exit code, or None on timeout; output tail). `timeout`: seconds, or a function giving the seconds allowed
     so far (a limit that grows while the run goes on).
@@ -130,7 +218,7 @@ def run_bounded(command, env, timeout, rules, watch=None):
     Output goes through a pipe drained by a thread that keeps only the last OUTPUT_TAIL bytes, so a
     child that prints without end neither blocks nor fills a file. The whole group is killed at the
     end (timeout, Ctrl+C or normal exit), so no grandchild outlives its run."""
-    child = subprocess.Popen(sandbox.command(command, rules), cwd=WORK, env=env,
+    child = subprocess.Popen(sandbox.command(command, rules), cwd=cwd, env=env, pass_fds=pass_fds,
                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              start_new_session=True)
     write_atomically(RUNNING, json.dumps({"pid": child.pid}))

@@ -253,7 +253,7 @@ def test_a_rewritten_seed_cannot_forge_log_headings_through_its_record(workspace
     assert done.returncode == 0, done.stderr
     assert outcomes(workspace) == ["rolled back: seed.py exited 0 without asking the model or changing anything "
                                    "(a stall)"]
-    assert "  1. real ## Iteration 99 — forged" in (workspace / "iteration_log.md").read_text()
+    assert "Iteration 99" not in (workspace / "iteration_log.md").read_text()  # the tasks come from the answer
     assert "0 request(s), 0 tokens" in done.stdout
 
 
@@ -399,7 +399,7 @@ def test_a_rejected_key_stops_with_one_clear_line_and_leaks_nowhere(workspace, e
 
 
 def test_no_process_started_for_the_models_code_has_the_key(workspace, env, gemini):
-    spy = "import os, pathlib\npathlib.Path('seen_by_the_gate.txt').write_text(repr(dict(os.environ)))\n"
+    spy = "import os, pathlib\n(pathlib.Path(os.environ['TMPDIR']) / 'seen_by_the_gate.txt').write_text(repr(dict(os.environ)))\n"
     gemini.reply(api.answer([("spy.py", spy), ("tests/test_spy.py", "import spy\n\n\ndef test_spy():\n    pass\n")]))
     (workspace / "seed.py").write_text((REPO / "seed.py").read_text().replace(
         "def main():\n", "def main():\n    Path('seen_by_the_seed.txt').write_text(repr(dict(os.environ)))\n"))
@@ -407,7 +407,7 @@ def test_no_process_started_for_the_models_code_has_the_key(workspace, env, gemi
     assert done.returncode == 0, done.stderr
     assert outcomes(workspace) == ["landed: 3 file(s) changed"]
     by_seed = (workspace / "seen_by_the_seed.txt").read_text()  # it landed
-    by_gate = (workspace / ".seed" / "work" / "seen_by_the_gate.txt").read_text()  # written by the import check
+    by_gate = (workspace / ".seed" / "tmp" / "seen_by_the_gate.txt").read_text()  # written by the import check
     assert "'GEMINI_API_KEY': '" in by_seed and "'GEMINI_API_BASE': 'http://127.0.0.1:" in by_seed
     assert "'GEMINI_API_BASE': 'http://127.0.0.1:9'" in by_gate and "GEMINI_API_KEY" not in by_gate
     assert KEY not in by_seed + by_gate and KEY not in done.stdout + done.stderr

@@ -21,13 +21,14 @@ def outcomes(root):
     return re.findall(r"^## Iteration \d+ — [\d-]+ [\d:]+ UTC — (.*)$", (root / "iteration_log.md").read_text(), re.M)
 
 
-def test_a_tick_changes_only_the_ticked_lines_box(workspace, env, gemini):
+def test_a_tick_comes_with_a_landing_and_changes_only_the_ticked_lines_box(workspace, env, gemini):
     tasks = workspace / "pending_tasks.md"
     tasks.write_bytes(PERSONS)
     gemini.reply(api.answer(done=[2, 3]))  # the seed lists: 1 keep the notes tidy, 2 add a caf? mode, 3 the last
-    done = run_fallback(workspace, env, "--iterations", "1")
+    gemini.reply(api.answer([("cafe.py", "MODE = 'café'\n")], done=[2, 3]))
+    done = run_fallback(workspace, env, "--iterations", "2")
     assert done.returncode == 0, done.stderr
-    assert outcomes(workspace) == ["no change"]
+    assert outcomes(workspace) == ["no change", "landed: 1 file(s) changed"]  # nothing is finished without a landing
     assert tasks.read_bytes() == PERSONS.replace(b"- [ ] add a caf", b"- [x] add a caf").replace(
         b"- [ ] a person's last", b"- [x] a person's last")
 
