@@ -70,7 +70,8 @@ def run_iteration(number, index, args, session, gateway):
         result = {"confinement": CONFINEMENT.text, "refusals": refusals(output), "changes": [], "not_landed": []}
         failure = take_and_judge(code, output, start, gateway.close_run(plan["token"]), shown, result)
     except KeyboardInterrupt:
-        session["interrupted"] = journal.account({}, gateway.close_run(plan["token"], linger=0), shown)
+        session["interrupted"] = journal.account(journal.read_record(b""), gateway.close_run(plan["token"], linger=0),
+                                                 shown)
         set_aside(index, start, number)
         raise
     finally:
@@ -118,7 +119,7 @@ def take_and_judge(code, output, start, use, shown, result):
         result["record"] = journal.account(journal.read_record(terrarium.read_record()), use, shown)
         result.update(terrarium.capture_work(snap.files_of(start)))
     except Untrusted as why:
-        result.setdefault("record", journal.account({}, use, shown))
+        result.setdefault("record", journal.account(journal.read_record(b""), use, shown))
         return f"{gate.Failure.UNTRUSTED.value}: {why}", ""
     return judge(code, result, output, start)
 
