@@ -64,7 +64,7 @@ SPEC = importlib.util.spec_from_file_location("supervisor", ROOT / "supervisor" 
 sys.modules["supervisor"] = importlib.util.module_from_spec(SPEC)  # by its path: no other "supervisor" stands in
 SPEC.loader.exec_module(sys.modules["supervisor"])
 
-from supervisor import (demo, export, gate, journal, openai_compatible, report as page,  # noqa: E402
+from supervisor import (backends, demo, export, gate, journal, report as page,  # noqa: E402
                         snapshots as snap, status, terrarium)
 from supervisor.untrusted import Untrusted  # noqa: E402
 from supervisor.console import (redact, report, say, show_iteration, show_phase, start_status_line,  # noqa: E402
@@ -73,7 +73,7 @@ from supervisor.settings import (BACKOFF, BACKUPS, DRY_SPELL, EX_CONFIG, EX_UNAV
                                  FULL_GATE_EVERY, GUARDED, LOCK, LOG, NOT_CODE, PROBLEMS, PROMPT_TOKENS,
                                  REQUESTS_PER_RUN, RESTORING, SANDBOX_REQUIRED, STEERING, SUSPICION, UNDER_WAY, WORK,
                                  load_json, save_json, write_atomically)
-from supervisor.gateway import CHARS_PER_TOKEN  # noqa: E402
+from supervisor.answers import CHARS_PER_TOKEN  # noqa: E402
 from supervisor.settings import NAMED, source_of  # noqa: E402
 
 CONFINEMENT = terrarium.confinement()  # what this machine can confine the model's code with, said once and in every log
@@ -134,7 +134,7 @@ def too_big_for_every_model(gateway):
     if not all((gateway.hindrance(model) or ("",))[0] == "steering" for model in gateway.models):
         return None
     tokens, largest = journal.steering_size() // CHARS_PER_TOKEN, max(map(gateway.budget, gateway.models))
-    more = "" if not gateway.local else ", or raise SEED_PROMPT_TOKENS" if largest == PROMPT_TOKENS else \
+    more = "" if not gateway.backend.local else ", or raise SEED_PROMPT_TOKENS" if largest == PROMPT_TOKENS else \
         ", or give the model a longer context (docs/local-models.md)"
     return (f"goal.md and the open tasks (~{tokens:,} tokens) leave no room for code in any model's prompt (the "
             f"largest takes ~{largest:,}): shorten them{more}")
@@ -142,12 +142,14 @@ def too_big_for_every_model(gateway):
 
 def run_seed(timeout, gateway, plan):
     """`python seed.py` in the working copy, confined, with the gateway's address and the run's token, model
-    and budget: never the key."""
+    and budget: never the key. Its time limit grows by what the gateway itself waits during the run (pacing,
+    retries), and the seed waits for its answer as long as the gateway may make it wait besides."""
     env = terrarium.clean_env(GEMINI_API_BASE=gateway.url, GEMINI_API_KEY=plan["token"], GEMINI_MODEL=plan["model"],
-                              SEED_PROMPT_TOKENS=str(plan["budget"]), SEED_TIMEOUT=str(int(timeout)),
+                              SEED_PROMPT_TOKENS=str(plan["budget"]), SEED_TIMEOUT=str(int(timeout + gateway.max_wait)),
                               SEED_KEEPER=SEED_KEEPER, PYTHONUNBUFFERED="1")
     rules = terrarium.policy(gateway_port=gateway.server.server_address[1])
-    return terrarium.run_bounded(terrarium.python("seed.py"), env, timeout, rules, watch=show_seed_progress)
+    return terrarium.run_bounded(terrarium.python("seed.py"), env, lambda: timeout + gateway.waited(plan["token"]),
+                                 rules, watch=show_seed_progress)
 
 
 def take_and_judge(code, output, start, use, shown, result, index):
@@ -659,12 +661,8 @@ def stop_on_sigterm(signum, frame):
 def open_gateway():
     """The gateway to the model (Gemini, or the server at OPENAI_BASE_URL), serving on loopback; the one holder
     of the key. A ValueError says in one line which setting to fix."""
-    upstream, key, models, kind = openai_compatible.backend_from_env(os.environ)
-    gateway = openai_compatible.GATEWAYS[kind](upstream=upstream, key=key, models=models, state=BACKUPS,
-                                               prompt_tokens=PROMPT_TOKENS, requests_per_run=REQUESTS_PER_RUN,
-                                               backoff=BACKOFF, say=show_phase)
-    gateway.start()
-    return gateway
+    return backends.open_gateway(os.environ, BACKUPS, prompt_tokens=PROMPT_TOKENS, requests_per_run=REQUESTS_PER_RUN,
+                                 backoff=BACKOFF, say=show_phase, tell=say)
 
 
 def main(argv=None):

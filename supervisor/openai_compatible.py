@@ -1,37 +1,37 @@
-"""openai_compatible: the gateway to a model server of the user's own, speaking OpenAI's chat API upstream.
+"""openai_compatible: the gateway's backend for a model server of the user's own, speaking OpenAI's chat API.
 
-    upstream, key, models, kind = backend_from_env(os.environ)   # OPENAI_BASE_URL set: "openai-compatible"
-    gw = GATEWAYS[kind](upstream=upstream, key=key, models=models, state=Path("backups"), ...)
-    rows = list_models(upstream, key)   # python fallback.py --models: [{"model", "owned_by", "context"}]
+    backend = OpenAICompatible(upstream, key, models, context_tokens=None)   # OPENAI_BASE_URL and friends
+    backend.prepare(models)                  # asks the server each model's context; a plan to stop or wait
+    backend.ask(model, body, facts)          # an outcomes.Outcome for one chat completion
+    list_models(base, key)                   # python fallback.py --models: [{"model", "owned_by", "context"}]
 
-Ollama (http://localhost:11434/v1), llama.cpp's llama-server, LM Studio and vLLM all serve
-POST {base}/chat/completions. The seed keeps speaking Gemini's REST shape: OpenAICompatibleGateway is the same
-Gateway (run tokens, the cap, the ledger, retries, learning what a model refuses, cleaning answers up), except:
-- Translation both ways. The system instruction and the contents become messages; the answer schema becomes
-  response_format json_schema (strict) until a 400 refuses response_format, after which the schema goes as text
-  (learned once, as the gateway learns Gemini's features). The answer comes back in Gemini's shape before the
-  gateway judges it: leading <think>/<thought> sections as thought parts (dropped), finish_reason "length" as
-  MAX_TOKENS (whole files salvaged), usage in Gemini's names. A separate reasoning_content/reasoning field is
-  ignored. The seed gets what it would get from Gemini.
+Ollama (http://localhost:11434/v1), llama.cpp's llama-server, llama-cpp-python, LM Studio, vLLM and LiteLLM's
+proxy all serve POST {base}/chat/completions. The seed keeps speaking Gemini's REST shape; this file translates:
+- The system instruction and the contents become messages; the answer schema becomes response_format
+  json_schema (strict: every property required, no others) until the server refuses response_format (by
+  what its error says, whatever its status: llama-cpp-python answers 500), after which the schema goes as
+  text. The answer comes back in Gemini's shape: leading <think>/<thought> sections as thought parts,
+  finish_reason "length" as MAX_TOKENS, usage in Gemini's names; a reasoning_content field is ignored.
 - No daily quota and no pacing (models.LOCAL). The prompt budget comes from the context the server runs the
-  model with (Ollama's /api/ps or num_ctx, llama.cpp's /props, LM Studio's /api/v1/models, vLLM's /v1/models),
-  else OPENAI_CONTEXT_TOKENS, capped by the model's own maximum: PROMPT_SHARE of it for the prompt (less room
-  for the schema folded into the text, under the gateway's margin), the rest for the answer, sent as max_tokens.
-- What a person can fix stops with one line: the server not running at the start, a model not pulled (404), a
-  context too small, a key refused. A server that stops mid-run is a wait, never a rollback.
+  model with (Ollama's /api/ps, after an empty /api/generate loads it, or num_ctx; llama.cpp's /props; LM
+  Studio's /api/v1/models; LiteLLM's /v1/model/info or a model list's max_input_tokens; vLLM's max_model_len),
+  else OPENAI_CONTEXT_TOKENS, capped by the model's own maximum: PROMPT_SHARE of it for the prompt, the rest
+  for the answer (max_tokens). A context an overflow error states is learned and the next run fits it.
+- Errors are read by what they say: a model the server does not have (404, or LiteLLM's 400 "Invalid model
+  name"), a key refused (401/403, or words about the key or its database), a context too small; each stops
+  with one line saying what to set. A server not running at the start stops; one that stops mid-run is a wait.
 """
 import math
 import os
 import re
+from datetime import timedelta
 
 import requests
 
-from .gateway import (FOLD_TOKENS, MARGIN, RETRY_LATER, TRANSIENT, Gateway, Retry, one_line, stopping, unusable,
-                      utc_now)
-from .models import DEFAULT_MODELS
+from .answers import FOLD_TOKENS, MARGIN
+from .outcomes import Kind, Outcome, TooLarge, fetch_bounded, one_line, utc_now
 
 # --- settings ---------------------------------------------------------------------------------
-GEMINI_API_BASE = "https://generativelanguage.googleapis.com"  # where Gemini lives when GEMINI_API_BASE is unset
 CONTEXT_TOKENS = 8192     # the context assumed when the server does not say one (OPENAI_CONTEXT_TOKENS changes it)
 PROMPT_SHARE = 0.6        # of the context, for the prompt in real tokens; the rest is the answer's (whole files)
 SMALLEST_BUDGET = 3_000   # estimated tokens: the rules, the goal, the tasks and a 150-line seed.py. A model whose
@@ -39,10 +39,19 @@ SMALLEST_BUDGET = 3_000   # estimated tokens: the rules, the goal, the tasks and
 ANSWER_TIMEOUT = (3, 840)  # seconds to connect, and to wait for a whole answer (a CPU can take many minutes;
                            # the seed waits 890 s by default)
 PROBE_TIMEOUT = (3, 10)   # seconds to connect, and to answer, for what the server says about a model
+LOAD_TIMEOUT = (3, 300)   # seconds for Ollama to load a model into memory (an empty /api/generate)
+BARE_429_WAIT = 60.0      # seconds to wait after a 429 (local servers say no more)
+RETRY_LATER_MINUTES = 5   # minutes to wait when the server stopped answering after it had answered
+TRANSIENT = {408, 500, 502, 503, 504}
 START_HINT = "start the server (for Ollama: `ollama serve`), or fix OPENAI_BASE_URL in .env"
 BASE_HINT = "is OPENAI_BASE_URL right? (for Ollama: http://localhost:11434/v1)"
-OVERFLOW = re.compile(r"exceed_context_size|context (size|length|window)", re.I)  # a 400: the prompt did not fit
-REFUSED_FORMAT = re.compile(r"response_format|json_schema|json schema", re.I)    # a 400 refusing the schema
+KEY_FIX = "set OPENAI_API_KEY in .env to the key it expects (LiteLLM's proxy: its master key or a virtual key)"
+OVERFLOW = re.compile(r"exceed_context_size|context (size|length|window)|ContextWindowExceeded|too many tokens", re.I)
+REFUSED_FORMAT = re.compile(r"response_format|json_schema|json schema|'text' or 'json_object'", re.I)
+MISSING = re.compile(r"model\b.*\b(not found|does not exist)|invalid model name|model_not_found|no such model", re.I)
+KEY_WORDS = re.compile(r"api[ _-]?key|authenticat|unauthori[sz]ed|credential|bearer|virtual key|master key"
+                       r"|no connected db|no_db_connection|invalid (proxy server )?token", re.I)
+STATED_CONTEXT = re.compile(r"(?:context window of|maximum context length is|context size \(|n_ctx\W+)\s*(\d+)", re.I)
 # Reasoning at the start of a message: a <think> or <thought> section (to its end if it was cut off), or all
 # before a closing tag whose opening tag the chat template put in the prompt (never an answer's own JSON)
 THOUGHTS = re.compile(r"\s*<(think|thought)>.*?(?:</\1>|\Z)|(?!\s*[{`]).*?</(?:think|thought)>", re.S)
@@ -51,128 +60,175 @@ RAISE = {  # how to give a model the context it needs ({n} tokens), by who said 
     "ollama": "start Ollama with `OLLAMA_CONTEXT_LENGTH={n} ollama serve` (or set num_ctx {n} in a Modelfile)",
     "llama.cpp": "start llama-server with `--ctx-size {n}` for each parallel slot",
     "lm studio": "load it with `lms load {model} --context-length {n}`",
+    "litellm": "raise max_input_tokens in the model's model_info in LiteLLM's config to {n}, if the model behind it "
+               "takes that much",
     "listed": "serve it with a longer context (vLLM: `vllm serve {model} --max-model-len {n}`)",
+    "error": "start the server with a context of {n} tokens (llama-cpp-python: `--n_ctx {n}`; llama-server: "
+             "`--ctx-size {n}`)",
     "model": "that is the model's own maximum: choose a model with a longer context",
     "setting": "set OPENAI_CONTEXT_TOKENS={n} in .env if your server gives the model that much",
 }
 
 
-class OpenAICompatibleGateway(Gateway):
-    """The gateway to an OpenAI-compatible server: no quotas, budgets from context lengths, answers translated."""
-    local = True
+def chosen_by(environ):
+    """A server of the user's own serves when OPENAI_BASE_URL is set."""
+    return bool(environ.get("OPENAI_BASE_URL", "").strip())
+
+
+def from_env(environ):
+    """The backend as the settings in `environ` describe it."""
+    return OpenAICompatible(environ["OPENAI_BASE_URL"].strip().rstrip("/"), environ.get("OPENAI_API_KEY", "").strip(),
+                            names(environ.get("OPENAI_MODEL", "")), read_context_tokens(environ))
+
+
+def chosen_models(environ):
+    return names(environ.get("OPENAI_MODEL", ""))
+
+
+class OpenAICompatible:
+    """An OpenAI-compatible server: no quotas, budgets from context lengths, requests and answers translated."""
+    local, limits = True, ""  # no quotas: GEMINI_LIMITS is not this backend's
     key_name = "OPENAI_API_KEY"
     model_help = "Set OPENAI_MODEL in .env to models your server has (python fallback.py --models lists them)"
 
-    def __init__(self, upstream, key, models, state, context_tokens=None, limits="", **settings):
-        super().__init__(upstream, key, models, state, limits=limits, **settings)
-        self.context_tokens = read_context_tokens() if context_tokens is None else context_tokens
-        self.contexts = {}    # model -> (context length, who said it: a server kind of RAISE, "model" or "setting")
-        self.reached = False  # whether the server ever answered: before, not reaching it means it is not running
-
-    def check_settings(self, upstream, key, models):
-        """A ValueError saying which OPENAI_ setting to fix, when one cannot work (a key is optional)."""
+    def __init__(self, upstream, key, models, context_tokens=None):
         if not re.match(r"https?://[^/\s]+", upstream):
             raise ValueError(f"OPENAI_BASE_URL is not a usable URL: {upstream!r} (for Ollama: "
                              "http://localhost:11434/v1)")
         if not models:
             raise ValueError("OPENAI_MODEL is not set: name the model(s) your server runs, best first, separated by "
                              "commas (python fallback.py --models lists them)")
+        self.upstream, self.key, self.models = upstream.rstrip("/"), key, models
+        self.context_tokens = read_context_tokens(os.environ) if context_tokens is None else context_tokens
+        self.contexts = {}    # model -> (context, who said it: a key of RAISE, the model's maximum or None)
+        self.reached = False  # whether the server ever answered: before, not reaching it means it is not running
+        self.listed = None    # the models the server lists (None: it did not say)
 
     # --- which model, and how much may be asked ---------------------------------------------------
-    def open_run(self, steering=0):
-        """Plan the next run once the server has said each model's context; a server not running stops."""
-        return (None if self.stopped else self.ask_contexts()) or super().open_run(steering)
-
-    def ask_contexts(self):
-        """Ask the server for each context it has not said yet; a plan to stop or wait when it cannot be reached."""
-        for model in self.models:
+    def prepare(self, models):
+        """Ask the server for each context it has not said yet, and whether it takes the key; a plan to stop or
+        wait when it cannot be reached or refuses the key."""
+        for model in models:
             if self.contexts.get(model, (None, "setting"))[1] not in ("setting", "model"):
                 continue
             try:
+                if not self.reached:
+                    refused, self.listed = read_model_list(self.upstream, self.key)
+                    if refused:
+                        return {"stop": refused}
                 found = read_context(self.upstream, self.key, model, self.context_tokens)
             except requests.RequestException as error:
                 return self.unreachable_plan(error)
-            with self.lock:
-                self.reached, self.contexts[model] = True, found
+            self.reached, self.contexts[model] = True, found
         return None
 
     def unreachable_plan(self, error):
         """Stop when the server never answered (it is not running); wait when it stopped after answering."""
         if not self.reached:
             return {"stop": f"cannot reach {self.upstream}: {START_HINT}"}
-        return {"wait_until": utc_now() + RETRY_LATER,
+        return {"wait_until": utc_now() + timedelta(minutes=RETRY_LATER_MINUTES),
                 "why": f"cannot reach {self.upstream} ({type(error).__name__}): is the server still running?"}
 
     def context(self, model):
         """The model's context length, as the server said it, else as the setting has it."""
         return self.contexts.get(model, (self.context_tokens, "setting"))[0]
 
-    def budget(self, model):
-        """The largest prompt the seed may send the model: what its context leaves, under the user's cap."""
-        return min(self.prompt_tokens, context_budget(self.context(model)))
+    def room(self, model, facts):
+        """The largest prompt the model's context leaves, in estimated tokens."""
+        return context_budget(self.context(model))
 
-    def minute_budget(self, model):
-        """No input tokens a minute to fit: the context is what bounds a prompt."""
-        return math.inf
-
-    def hindrance(self, model, paced=True):
-        """Why the model cannot be asked now: a context too small for a useful prompt, or the gateway's reasons."""
+    def hindrance(self, model, facts):
+        """One line when the model's context is too small for a useful prompt, else None."""
         context = self.context(model)
         if context_budget(context) < SMALLEST_BUDGET:
-            return "small", None, (f"{model}: a context of {context:,} tokens leaves a prompt of ~"
-                                   f"{context_budget(context):,} (the seed needs {SMALLEST_BUDGET:,}): "
-                                   + self.how_to_raise(model, context_for(SMALLEST_BUDGET)))
-        return super().hindrance(model, paced)
+            return (f"{model}: a context of {context:,} tokens leaves a prompt of ~{context_budget(context):,} (the "
+                    f"seed needs {SMALLEST_BUDGET:,}): {self.unlisted(model)}"
+                    + self.how_to_raise(model, context_for(SMALLEST_BUDGET)))
+        return None
+
+    def make_room(self, model, tokens):
+        """How to give a prompt of `tokens` room: a longer context where the server can give one, or less text."""
+        if self.unlisted(model):
+            return self.unlisted(model) + "or shorten them"
+        if self.source(model) == "model":
+            return f"{self.how_to_raise(model, 0)}, or shorten them"
+        return f"shorten them, or give the model a longer context: {self.how_to_raise(model, context_for(tokens))}"
+
+    def unlisted(self, model):
+        """The first words of a stop about a model the server does not list (its context is then no one's), or ""."""
+        if self.listed is None or {model, f"{model}:latest"} & set(self.listed):
+            return ""
+        return (f"the server does not list {model} (it has {', '.join(self.listed[:5]) or 'none'}): set OPENAI_MODEL to "
+                "a model python fallback.py --models lists; ")
+
+    def source(self, model):
+        return self.contexts.get(model, (None, "setting"))[1]
 
     def how_to_raise(self, model, tokens):
-        """How to give the model a context of `tokens`, in the words of whoever said the one it has."""
-        return RAISE[self.contexts.get(model, (None, "setting"))[1]].format(n=tokens, model=model)
+        """How to give the model a context of `tokens`, in the words of whoever said the one it has; never more than
+        the model's own maximum."""
+        maximum = self.contexts.get(model, (None, None, None))[2]
+        if maximum and tokens > maximum:
+            return RAISE["model"].format(n=maximum, model=model) + f" ({maximum:,} tokens)"
+        return RAISE[self.source(model)].format(n=tokens, model=model)
 
     # --- the upstream call and its answer ---------------------------------------------------------
-    def post(self, model, body):
-        """Send the request as a chat completion, leaving the answer its share; a key goes as a bearer token."""
+    def ask(self, model, body, facts):
+        """The outcome of one chat completion, the answer given the room its context leaves."""
         context = self.context(model)
         chat = as_chat(body, model, context - int(context * PROMPT_SHARE))
-        response = requests.post(f"{self.upstream}/chat/completions", json=chat, headers=bearer(self.key),
-                                 timeout=ANSWER_TIMEOUT, allow_redirects=False)
+        try:
+            response = fetch_bounded("POST", f"{self.upstream}/chat/completions", chat, bearer(self.key),
+                                     ANSWER_TIMEOUT)
+        except TooLarge as error:
+            return Outcome(Kind.UNUSABLE, "unusable answer", f"the server sent {error}: not read")
+        except requests.RequestException as error:
+            return Outcome(Kind.RETRY_LATER, "network error", f"cannot reach {self.upstream} ({type(error).__name__}): "
+                                                              "is the server still running?")
         self.reached = True
-        return response
-
-    def unreachable(self, error):
-        """The server did not answer: try again after a backoff (then the run waits), as if it had stopped."""
-        return Retry("server", f"cannot reach {self.upstream} ({type(error).__name__}): is the server still running?")
-
-    def judge(self, run, model, response, call):
-        """(kind for the ledger, the clean answer or what to do instead) for the server's response."""
         if response.status_code != 200:
-            return self.judge_refusal(model, response.status_code, read_message(response))
-        return super().judge(run, model, response, call)
+            return self.read_refusal(model, response.status_code, read_message(response))
+        body = json_of(response)
+        if body is None:
+            return Outcome(Kind.UNUSABLE, "unusable answer", f"the server's answer is not a JSON object: "
+                                                              f"{response.text[:80]!r}")
+        return Outcome(Kind.ANSWER, "answer", body=as_gemini(body))
 
-    def judge_answer(self, run, model, body, call):
-        """The gateway's judgement of the chat completion, once in Gemini's shape."""
-        return super().judge_answer(run, model, as_gemini(body), call)
-
-    def judge_refusal(self, model, code, message):
-        """(kind for the ledger, what to do: Retry or a Reply) for an error answer of the server."""
+    def read_refusal(self, model, code, message):
+        """The outcome an error answer means, by what it says as much as by its status."""
         said = f"{code}: {one_line(message)}"
-        if code == 404 or re.search(r"model\b.*\b(not found|does not exist)", message, re.I):
-            return "model not found", stopping(self.missing(model, message, said))
-        if code in (401, 403):
-            return "key refused", stopping(f"the server at {self.upstream} refused the key ({said}): set "
-                                           "OPENAI_API_KEY in .env to the key it expects")
-        if code == 400 and OVERFLOW.search(message):
-            return "context exceeded", stopping(f"{model}: the prompt is over the context the server gives it "
-                                                f"({said}): {self.how_to_raise(model, 2 * self.context(model))}")
-        if code == 400 and REFUSED_FORMAT.search(message) and self.learn(model, json_mode=False):
-            return "feature refused", Retry("adapted", "refused response_format, asking again with the schema as "
-                                                       "text", 0)
+        if code in (401, 403) or KEY_WORDS.search(message):
+            return Outcome(Kind.KEY_REFUSED, "key refused", f"the server at {self.upstream} refused the key ({said}): "
+                                                             + KEY_FIX)
+        if code == 404 or MISSING.search(message):
+            return Outcome(Kind.MODEL_NOT_FOUND, "model not found", self.missing(model, message, said))
+        if OVERFLOW.search(message):
+            return self.overflow(model, message, said)
+        if REFUSED_FORMAT.search(message):
+            return Outcome(Kind.REFUSED_FEATURE, "feature refused", f"the server refused the request ({said})",
+                           feature="json_mode", status=code if 400 <= code < 500 else 502)
         if code == 429:
-            return self.judge_minute(model, None, None, None)
+            return Outcome(Kind.RETRY_LATER, "429 without details", "per-minute limit (429 without details)",
+                           delay=BARE_429_WAIT)
         if code in TRANSIENT:
-            return f"server error {code}", Retry("server", f"answered {said}")
-        kind = f"bad request {code}" if 400 <= code < 500 else f"unexpected {code}"
-        return kind, unusable(f"the server refused the request ({said})", code if 400 <= code < 500 else 502,
-                              "INVALID_ARGUMENT" if 400 <= code < 500 else "INTERNAL")
+            return Outcome(Kind.RETRY_LATER, f"server error {code}", f"answered {said}")
+        return Outcome(Kind.UNUSABLE, f"bad request {code}" if 400 <= code < 500 else f"unexpected {code}",
+                       f"the server refused the request ({said})", status=code if 400 <= code < 500 else 502)
+
+    def overflow(self, model, message, said):
+        """A prompt over the context: the context the error states is learned (the next run fits it); else a stop
+        saying how to raise it, never beyond what the server gives."""
+        stated = STATED_CONTEXT.search(message)
+        context, source, maximum = self.contexts.get(model, (self.context(model), "setting", None))
+        if stated and 0 < int(stated.group(1)) < context:
+            self.contexts[model] = (int(stated.group(1)), "error" if source == "setting" else source, maximum)
+            return Outcome(Kind.CONTEXT_TOO_SMALL, "context exceeded", f"{model}: the prompt is over the context the "
+                           f"server gives it ({said}): the next run is budgeted to {int(stated.group(1)):,} tokens",
+                           replan=True)
+        fix = (f"lower OPENAI_CONTEXT_TOKENS (now {context:,}) to the context your server gives the model, or start "
+               "the server with a longer one") if source == "setting" else self.how_to_raise(model, 2 * context)
+        return Outcome(Kind.CONTEXT_TOO_SMALL, "context exceeded",
+                       f"{model}: the prompt is over the context the server gives it ({said}): {fix}")
 
     def missing(self, model, message, said):
         """One line on a model the server does not have (Ollama's: pull it), or a path it does not serve."""
@@ -185,22 +241,10 @@ class OpenAICompatibleGateway(Gateway):
         return f"the server at {self.upstream} does not serve /chat/completions ({said}): {BASE_HINT}"
 
 
-GATEWAYS = {"gemini": Gateway, "openai-compatible": OpenAICompatibleGateway}
-
-
 # --- the keeper's setup -----------------------------------------------------------------------
-def backend_from_env(environ):
-    """(upstream, key, models, kind): the server at OPENAI_BASE_URL when that is set, else Gemini."""
-    if environ.get("OPENAI_BASE_URL", "").strip():
-        return (environ["OPENAI_BASE_URL"].strip().rstrip("/"), environ.get("OPENAI_API_KEY", "").strip(),
-                names(environ.get("OPENAI_MODEL", "")), "openai-compatible")
-    return (environ.get("GEMINI_API_BASE", "").strip() or GEMINI_API_BASE, environ.get("GEMINI_API_KEY", "").strip(),
-            names(environ.get("GEMINI_MODEL", "").strip() or DEFAULT_MODELS), "gemini")
-
-
-def read_context_tokens():
+def read_context_tokens(environ):
     """OPENAI_CONTEXT_TOKENS as a number (CONTEXT_TOKENS when unset); a ValueError saying how to write it."""
-    text = os.environ.get("OPENAI_CONTEXT_TOKENS", "").strip()
+    text = environ.get("OPENAI_CONTEXT_TOKENS", "").strip()
     if not text:
         return CONTEXT_TOKENS
     if not text.isdigit() or int(text) == 0:
@@ -211,16 +255,46 @@ def read_context_tokens():
 def list_models(base, key=""):
     """What the server offers, as rows for `python fallback.py --models`: {"model", "owned_by", "context"}."""
     try:
-        response = requests.get(f"{base.rstrip('/')}/models", headers=bearer(key), timeout=PROBE_TIMEOUT)
+        response = fetch_bounded("GET", f"{base.rstrip('/')}/models", None, bearer(key), PROBE_TIMEOUT)
     except requests.RequestException as error:
         raise ConnectionError(f"cannot reach {base} ({type(error).__name__}): {START_HINT}") from None
     data = (json_of(response) or {}).get("data")
     if response.status_code != 200 or not isinstance(data, list):
-        fix = "set OPENAI_API_KEY in .env to the key it expects" if response.status_code in (401, 403) else BASE_HINT
-        raise ValueError(f"the server at {base} did not list its models ({response.status_code}: "
-                         f"{one_line(read_message(response))[:200]}): {fix}")
+        message = one_line(read_message(response))[:200]
+        fix = KEY_FIX if refuses_key(response.status_code, message, key) else BASE_HINT
+        raise ValueError(f"the server at {base} did not list its models ({response.status_code}: {message}): {fix}")
     return [{"model": str(entry["id"]), "owned_by": str(entry.get("owned_by") or ""),
              "context": listed_context_of(entry)} for entry in data if isinstance(entry, dict) and entry.get("id")]
+
+
+def show_models(environ):
+    """Print what the server at OPENAI_BASE_URL offers, with each model's context where it says."""
+    chosen = chosen_models(environ)
+    rows = list_models(environ["OPENAI_BASE_URL"].strip(), environ.get("OPENAI_API_KEY", "").strip())
+    print(f"{'model':<40} {'context':>9}  in OPENAI_MODEL")
+    for row in rows:
+        context = f"{row['context']:,}" if row["context"] else "?"
+        print(f"{row['model']:<40} {context:>9}  {'yes' if row['model'] in chosen else ''}")
+
+
+def refuses_key(code, message, key):
+    """Whether an error answer is about the key: 401/403, words about a key, or a bare 500 to a request without one
+    (LiteLLM's proxy answers a missing key so)."""
+    return code in (401, 403) or bool(KEY_WORDS.search(message)) or \
+        (not key and code == 500 and message.strip() == "Internal Server Error")
+
+
+def read_model_list(base, key):
+    """(one line when the server's model list refuses the key, else None; the ids it lists, or None), asked before
+    any chat is spent."""
+    response = fetch_bounded("GET", f"{base}/models", None, bearer(key), PROBE_TIMEOUT)
+    message, data = one_line(read_message(response))[:200], (json_of(response) or {}).get("data")
+    if response.status_code != 200 and refuses_key(response.status_code, message, key):
+        refused = "refused the key" if key else "wants a key (OPENAI_API_KEY is not set)"
+        return f"the server at {base} {refused} ({response.status_code}: {message}): {KEY_FIX}", None
+    if response.status_code != 200 or not isinstance(data, list):
+        return None, None
+    return None, [str(entry["id"]) for entry in data if isinstance(entry, dict) and entry.get("id")]
 
 
 # --- budgets ------------------------------------------------------------------------------------
@@ -236,35 +310,49 @@ def context_for(budget):
 
 
 def read_context(base, key, model, setting):
-    """(the model's context, who said it): the first server kind that answers for it; else the setting
-    ("setting"), or the model's own maximum when that is smaller ("model"). Connection errors propagate."""
+    """(the model's context, who said it, the model's maximum or None): the first server kind that answers for
+    it; else the setting ("setting"), or the model's own maximum when that is smaller ("model"). Connection
+    errors propagate."""
     root = re.sub(r"/v1$", "", base)
     for source, probe in PROBES:
         said = probe(root, base, key, model)
         if said and said[0]:
-            return said[0], source
+            return min(said[0], said[1] or said[0]), source, said[1]
         if said:
-            return (said[1], "model") if said[1] and said[1] < setting else (setting, "setting")
-    return setting, "setting"
+            return ((said[1], "model") if said[1] and said[1] < setting else (setting, "setting")) + (said[1],)
+    return setting, "setting", None
 
 
 def ollama_context(root, base, key, model):
-    """Ollama: the context of the model loaded now (/api/ps), else its Modelfile's num_ctx; its maximum."""
+    """Ollama: the context of the model loaded now (/api/ps; an empty /api/generate loads it, as after every start
+    of Ollama), else its Modelfile's num_ctx; its trained maximum (/api/show)."""
     show = fetch(f"{root}/api/show", key, {"model": model})
     if show is None:
         return None
-    loaded = [entry.get("context_length") for entry in entries(fetch(f"{root}/api/ps", key), "models")
-              if {entry.get("name"), entry.get("model")} & {model, f"{model}:latest"}]
+    loaded = ollama_loaded(root, key, model)
+    if not loaded and fetch(f"{root}/api/generate", key, {"model": model}, LOAD_TIMEOUT) is not None:
+        loaded = ollama_loaded(root, key, model)
     num_ctx = re.search(r"^num_ctx\s+(\d+)", str(show.get("parameters", "")), re.M)
     info = show.get("model_info") if isinstance(show.get("model_info"), dict) else {}
     maximum = next((value for name, value in info.items() if name.endswith(".context_length")), None)
     return positive(loaded[0] if loaded else None) or (int(num_ctx.group(1)) if num_ctx else None), positive(maximum)
 
 
+def ollama_loaded(root, key, model):
+    """The contexts /api/ps says the model runs with (none while it is not loaded)."""
+    return [entry.get("context_length") for entry in entries(fetch(f"{root}/api/ps", key), "models")
+            if {entry.get("name"), entry.get("model")} & {model, f"{model}:latest"}]
+
+
 def llama_cpp_context(root, base, key, model):
-    """llama.cpp's llama-server: the context of each of its slots (/props); it serves the one model it loaded."""
+    """llama.cpp's llama-server: the context of each of its slots (/props), and the one it was trained with
+    (/v1/models' meta.n_ctx_train); it serves the one model it loaded."""
     settings = (fetch(f"{root}/props", key) or {}).get("default_generation_settings")
-    return (positive(settings.get("n_ctx")), None) if isinstance(settings, dict) else None
+    if not isinstance(settings, dict):
+        return None
+    metas = [entry.get("meta") for entry in entries(fetch(f"{base}/models", key), "data")]
+    trained = [positive(meta.get("n_ctx_train")) for meta in metas if isinstance(meta, dict)]
+    return positive(settings.get("n_ctx")), trained[0] if trained else None
 
 
 def lm_studio_context(root, base, key, model):
@@ -285,14 +373,25 @@ def listed_context(root, base, key, model):
     return None
 
 
+def litellm_context(root, base, key, model):
+    """LiteLLM's proxy: the model's max_input_tokens (/v1/model/info), as its config or its model map has it."""
+    for entry in entries(fetch(f"{base}/model/info", key), "data"):
+        info = entry.get("model_info") if isinstance(entry.get("model_info"), dict) else {}
+        if entry.get("model_name") == model and positive(info.get("max_input_tokens")):
+            return positive(info["max_input_tokens"]), None
+    return None
+
+
 PROBES = (("ollama", ollama_context), ("llama.cpp", llama_cpp_context), ("lm studio", lm_studio_context),
-          ("listed", listed_context))
+          ("litellm", litellm_context), ("listed", listed_context))
 
 
 def listed_context_of(entry):
-    """The context a model list's entry states: vLLM's max_model_len, llama.cpp's meta.n_ctx, or context_length."""
+    """The context a model list's entry states: vLLM's max_model_len, llama.cpp's meta.n_ctx, context_length, or
+    LiteLLM's max_input_tokens."""
     meta = entry.get("meta") if isinstance(entry.get("meta"), dict) else {}
-    return positive(entry.get("max_model_len") or entry.get("context_length") or meta.get("n_ctx"))
+    return positive(entry.get("max_model_len") or entry.get("context_length") or meta.get("n_ctx")
+                    or entry.get("max_input_tokens"))
 
 
 # --- the request --------------------------------------------------------------------------------
@@ -324,13 +423,17 @@ def response_format(schema):
 
 
 def json_schema(schema):
-    """Gemini's answer schema (OpenAPI's types, in capitals) as a JSON Schema (types in small letters)."""
+    """Gemini's answer schema (OpenAPI's types, in capitals) as a strict JSON Schema: types in small letters, and
+    each object with every property required and no others (what OpenAI's strict mode requires)."""
     if isinstance(schema, list):
         return [json_schema(item) for item in schema]
     if not isinstance(schema, dict):
         return schema
-    return {name: value.lower() if name == "type" and isinstance(value, str) else json_schema(value)
-            for name, value in schema.items()}
+    converted = {name: value.lower() if name == "type" and isinstance(value, str) else json_schema(value)
+                 for name, value in schema.items()}
+    if isinstance(converted.get("properties"), dict):
+        converted.update(required=list(converted["properties"]), additionalProperties=False)
+    return converted
 
 
 # --- the answer ---------------------------------------------------------------------------------
@@ -372,13 +475,12 @@ def read_message(response):
 
 
 # --- small things -------------------------------------------------------------------------------
-def fetch(url, key, body=None):
+def fetch(url, key, body=None, timeout=PROBE_TIMEOUT):
     """The JSON object the server answers at url (POSTing body, if any), or None for anything else; a server
     too busy to answer says nothing, a server that cannot be reached raises."""
     try:
-        response = requests.request("POST" if body else "GET", url, json=body, headers=bearer(key),
-                                    timeout=PROBE_TIMEOUT, allow_redirects=False)
-    except requests.ReadTimeout:
+        response = fetch_bounded("POST" if body else "GET", url, body, bearer(key), timeout)
+    except (requests.ReadTimeout, TooLarge):
         return None
     return json_of(response) if response.status_code == 200 else None
 

@@ -3,19 +3,14 @@
 Neither makes a generation request: --status reads the log, the tasks, the gateway's ledger and memory and
 backups/; --models asks the API (or the local server) which models it offers.
 """
-import json
 import os
 import re
-import sys
-import urllib.error
-import urllib.request
 from datetime import datetime, timezone
 
-from .console import printable, redact
-from .gateway import pacific_day
-from .models import DEFAULT_MODELS
-from .openai_compatible import backend_from_env, list_models as local_models, names
-from .settings import BACKUPS, EX_CONFIG, EX_UNAVAILABLE, INDEX, LOG, QUOTA, TASKS, USAGE, load_json
+from . import backends
+from .console import printable
+from .ledger import pacific_day
+from .settings import BACKUPS, INDEX, LOG, QUOTA, TASKS, USAGE, load_json
 from .snapshots import current, load_index, run_worked
 
 
@@ -32,7 +27,7 @@ def show_status(holder):
     for task in tasks[:5]:
         print(f"  - {printable(task[:100])}")
     today, quota, now = load_json(USAGE).get(pacific_day(), {}), load_json(QUOTA), datetime.now(timezone.utc)
-    models = backend_from_env(os.environ)[2]  # GEMINI_MODEL's, or OPENAI_MODEL's with a server of one's own
+    models = backends.chosen_models(os.environ)  # GEMINI_MODEL's, or OPENAI_MODEL's with a server of one's own
     print(f"models today (Pacific day {pacific_day()}):")
     for model in dict.fromkeys(models + list(today) + list(quota)):
         use = today.get(model, {})
@@ -76,51 +71,4 @@ def disk_use(folder):
 
 def list_models():
     """The models Gemini (or the server at OPENAI_BASE_URL) offers: one request that spends no generation quota."""
-    if os.environ.get("OPENAI_BASE_URL", "").strip():
-        return list_local_models()
-    base = os.environ.get("GEMINI_API_BASE", "https://generativelanguage.googleapis.com").rstrip("/")
-    request = urllib.request.Request(f"{base}/v1beta/models?pageSize=1000",
-                                     headers={"x-goog-api-key": os.environ["GEMINI_API_KEY"].strip()})
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            models = json.loads(response.read()).get("models", [])
-    except urllib.error.HTTPError as error:
-        try:
-            message = json.loads(error.read())["error"]["message"]
-        except (ValueError, KeyError, TypeError):
-            message = error.reason
-        print(redact(f"fallback: Gemini refused to list models ({error.code}): {message} Check GEMINI_API_KEY in "
-                     ".env."), file=sys.stderr)
-        return EX_CONFIG
-    except (urllib.error.URLError, OSError, ValueError) as error:
-        print(redact(f"fallback: cannot reach {base}: {error}"), file=sys.stderr)
-        return EX_UNAVAILABLE
-    chosen = names(os.environ.get("GEMINI_MODEL", ""))
-    used, mark = (chosen, "yes") if chosen else (names(DEFAULT_MODELS), "default")
-    print(f"{'model':<34} {'input tokens':>12} {'output tokens':>13}  in GEMINI_MODEL")
-    for model in models:
-        name = str(model.get("name", "")).removeprefix("models/")
-        if "generateContent" in model.get("supportedGenerationMethods", []):
-            print(f"{name:<34} {model.get('inputTokenLimit', 0):>12,} {model.get('outputTokenLimit', 0):>13,}  "
-                  f"{mark if name in used else ''}")
-    if not chosen:
-        print(f"GEMINI_MODEL is not set: the default list is used ({DEFAULT_MODELS})")
-    return 0
-
-
-def list_local_models():
-    """What the server at OPENAI_BASE_URL offers, with each model's context where it says."""
-    upstream, key, chosen, _ = backend_from_env(os.environ)
-    try:
-        rows = local_models(upstream, key)
-    except ConnectionError as error:
-        print(redact(f"fallback: {error}"), file=sys.stderr)
-        return EX_UNAVAILABLE
-    except ValueError as error:
-        print(redact(f"fallback: {error}"), file=sys.stderr)
-        return EX_CONFIG
-    print(f"{'model':<40} {'context':>9}  in OPENAI_MODEL")
-    for row in rows:
-        context = f"{row['context']:,}" if row["context"] else "?"
-        print(f"{row['model']:<40} {context:>9}  {'yes' if row['model'] in chosen else ''}")
-    return 0
+    return backends.list_models(os.environ)

@@ -228,7 +228,8 @@ def policy(gateway_port=None, own_servers=False, judged=None):
 
 def run_bounded(command, env, timeout, rules, watch=None, cwd=WORK, pass_fds=()):
     """Run in the working copy, confined by `rules` (see policy), in a new process group, with a time limit:
-    (exit code, or None on timeout; output tail).
+    (exit code, or None on timeout; output tail). `timeout`: seconds, or a function giving the seconds allowed
+    so far (a limit that grows while the run goes on).
 
     Output goes through a pipe drained by a thread that keeps only the last OUTPUT_TAIL bytes, so a
     child that prints without end neither blocks nor fills a file. At the end (timeout, Ctrl+C or normal
@@ -245,9 +246,7 @@ def run_bounded(command, env, timeout, rules, watch=None, cwd=WORK, pass_fds=())
     reader = threading.Thread(target=keep_tail, args=(child.stdout, tail, watch), daemon=True)
     reader.start()
     try:
-        code = child.wait(timeout)
-    except subprocess.TimeoutExpired:
-        code = None
+        code = wait_within(child, timeout if callable(timeout) else lambda: timeout)
     finally:
         try:
             os.killpg(child.pid, signal.SIGKILL)
@@ -264,6 +263,17 @@ def run_bounded(command, env, timeout, rules, watch=None, cwd=WORK, pass_fds=())
         output += f"\nthe run left {left >> 20} MB in /dev/shm, over its limit of {rules['shm'] >> 20} MB " \
                   "(SEED_SHM_MB)\n"
     return code, output
+
+
+def wait_within(child, limit):
+    """The child's exit code, or None once it has run longer than limit() seconds."""
+    start = time.monotonic()
+    while True:
+        try:
+            return child.wait(max(0.01, min(1.0, start + limit() - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            if time.monotonic() - start >= limit():
+                return None
 
 
 def end_orphans():

@@ -24,9 +24,10 @@ class FakeGemini:
         threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True).start()
 
     def reply(self, body, model=None, delay=0.0, hook=None, cut=False):
-        """Queue a reply (an error body is sent with its own code); `hook(request)` runs before it is sent;
-        `cut` sends half the body and closes the connection."""
-        status = body["error"]["code"] if "error" in body else 200
+        """Queue a reply (an error body is sent with its own code, one wrapped in a list too); `hook(request)`
+        runs before it is sent; `cut` sends half the body and closes the connection."""
+        error_body = body[0] if isinstance(body, list) and body else body
+        status = error_body["error"]["code"] if "error" in error_body else 200
         self.replies.setdefault(model, deque()).append((status, body, delay, hook, cut))
         return self
 
@@ -53,7 +54,7 @@ class FakeGemini:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):
                 length = int(self.headers.get("Content-Length", 0))
-                match = re.fullmatch(r"/v1beta/models/([^/:]+):generateContent", self.path)
+                match = re.fullmatch(r"/v1(?:beta)?/models/([^/:]+):generateContent", self.path)
                 request = {"path": self.path, "model": match and match.group(1), "headers": {k.lower(): v for k, v in self.headers.items()},
                            "body": json.loads(self.rfile.read(length) or b"null")}
                 fake.requests.append(request)
@@ -163,6 +164,11 @@ def key_invalid(key):
         {"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "API_KEY_INVALID", "domain": "googleapis.com",
          "metadata": {"service": "generativelanguage.googleapis.com"}},
         {"@type": "type.googleapis.com/google.rpc.DebugInfo", "detail": f"Invalid API key: {key}"}])
+
+
+def wrapped(body):
+    """An error body in a one-item list, as the API has been seen to send it (Google's SDK unwraps it)."""
+    return [body]
 
 
 def model_gone(model):

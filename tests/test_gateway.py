@@ -4,6 +4,7 @@ Each test names a rule the gateway keeps for the free tier; none needs a key or 
 """
 import json
 import socket
+import threading
 import time
 import uuid
 from datetime import datetime, timedelta, timezone
@@ -19,7 +20,8 @@ from conftest import load_keeper
 REPO = Path(__file__).resolve().parent.parent
 
 
-gateway_module = load_keeper("gateway")
+gateway_module, answers, door, gemini, ledger_module = (load_keeper(name) for name in
+                                                        ("gateway", "answers", "door", "gemini", "ledger"))
 Gateway = gateway_module.Gateway
 KEY = "AIzaSy" + uuid.uuid4().hex + uuid.uuid4().hex[:1]  # the shape of a real key: AIza and 35 characters
 FLASH, LITE, GEMMA = "gemini-3.5-flash", "gemini-3.5-flash-lite", "gemma-4-26b-a4b-it"
@@ -53,9 +55,9 @@ def gateway(upstream, state, said):
     """Makes started gateways on the fake, with tiny backoff; closes them after the test."""
     made = []
 
-    def make(models=(FLASH,), upstream_url=None, **settings):
-        settings = {"key": KEY, "limits": "", "backoff": 0.01, "say": said.append, **settings}
-        made.append(Gateway(upstream=upstream_url or upstream.url, models=list(models), state=state, **settings))
+    def make(models=(FLASH,), upstream_url=None, key=KEY, **settings):
+        settings = {"limits": "", "backoff": 0.01, "say": said.append, **settings}
+        made.append(Gateway(gemini.Gemini(upstream_url or upstream.url, key, list(models)), state, **settings))
         made[-1].start()
         return made[-1]
 
@@ -99,7 +101,7 @@ def quota_error(quota_id, value, delay, message="You exceeded your current quota
 
 def budget_for(tokens_a_minute):
     """The prompt budget of a model taking this many input tokens a minute: a margin under it, room for the fold."""
-    return int((tokens_a_minute - gateway_module.FOLD_TOKENS) / gateway_module.MARGIN)
+    return int((tokens_a_minute - answers.FOLD_TOKENS) / answers.MARGIN)
 
 
 def seconds_from_now(moment):
@@ -276,9 +278,12 @@ def test_requests_are_paced_to_the_models_minute_remembered_across_restarts(gate
     sent_at = []
     upstream.reply(api.answer(NOTES), hook=lambda request: sent_at.append(time.time()))
     gw = gateway()
+    plan = gw.open_run()  # the seed does not start before its model's minute has room for its whole budget
+    assert abs(plan["wait_until"].timestamp() - (old + ledger_module.WINDOW)) < 0.01 and "paced" in plan["why"]
+    time.sleep(max(0.0, plan["wait_until"].timestamp() - time.time()))
     plan = gw.open_run()
     assert plan["model"] == FLASH and ask(gw, plan["token"]).status_code == 200
-    assert sent_at[0] >= old + 60  # waited until the old tokens left the minute
+    assert sent_at[0] >= old + 60 and gw.close_run(plan["token"])["calls"][0]["kind"] == "answer"
     [booked] = json.loads((state / "quota.json").read_text())[FLASH]["recent"]
     assert booked[0] >= old + 60 and booked[1] > 0
 
@@ -288,7 +293,7 @@ def test_a_model_at_its_requests_a_minute_is_planned_after_the_minute(gateway, u
     state.mkdir()
     (state / "quota.json").write_text(json.dumps({FLASH: {"recent": [[old, 10]]}}))
     plan = gateway(limits=f"{FLASH}=1/250000/20").open_run()
-    assert abs(plan["wait_until"].timestamp() - (old + gateway_module.WINDOW)) < 0.01 and "paced" in plan["why"]
+    assert abs(plan["wait_until"].timestamp() - (old + ledger_module.WINDOW)) < 0.01 and "paced" in plan["why"]
     assert upstream.requests == []
 
 
@@ -340,7 +345,7 @@ def test_a_prompt_over_a_minute_just_learned_is_not_sent_again(gateway, upstream
     problem = gw.close_run(plan["token"])["problem"]
     assert problem["kind"] == "wait" and "over the budget of every model left" in problem["why"]
     plan = gw.open_run()  # the request it sent filled the minute it now knows
-    assert "paced" in plan["why"] and 55 < seconds_from_now(plan["wait_until"]) <= gateway_module.WINDOW
+    assert "paced" in plan["why"] and 55 < seconds_from_now(plan["wait_until"]) <= ledger_module.WINDOW
 
 
 def test_a_bare_429_is_a_per_minute_limit_of_a_minute(gateway, upstream):
@@ -506,3 +511,68 @@ def test_the_ledger_counts_every_request_exactly_even_when_the_seed_hangs_up(gat
     gw.record_waste(FLASH, "rolled back: tests failed")
     assert ledger(state) == {FLASH: {"requests": 2, "prompt": 2400, "output": 600, "thinking": 300,
                                      "kinds": {"answer": 2}, "wasted": {"rolled back: tests failed": 1}}}
+
+
+# --- the door checks before it reads (issue 18, item 7) ---------------------------------------------
+def post_raw(gw, head, body=b""):
+    """Send a request by hand (a declared length need not be sent) and read the status line."""
+    with socket.create_connection(gw.server.server_address, timeout=5) as sock:
+        sock.sendall(head.encode() + b"\r\n\r\n" + body)
+        return sock.recv(65536).split(b"\r\n", 1)[0].decode()
+
+
+def test_the_token_is_checked_before_a_body_is_read_and_a_huge_body_is_never_read(gateway, upstream, state):
+    gw = gateway()
+    plan = gw.open_run()
+    path = f"POST /v1beta/models/{FLASH}:generateContent HTTP/1.1\r\nHost: x\r\nContent-Length: {2 ** 30}"
+    started = time.monotonic()
+    assert post_raw(gw, f"{path}\r\nx-goog-api-key: wrong").endswith("401 Unauthorized")
+    assert post_raw(gw, f"{path}\r\nx-goog-api-key: {plan['token']}").endswith("413 Request Entity Too Large")
+    assert time.monotonic() - started < 2 and upstream.requests == [] and not (state / "usage.json").exists()
+
+
+@pytest.mark.parametrize("body, says", [
+    (seed_body() | {"contents": [{"role": "user", "parts": [{"text": "hi"}, {"inlineData": {
+        "mimeType": "application/octet-stream", "data": "QUFB" * 1000}}]}]}, "only text parts"),
+    (seed_body(candidateCount=8), "candidateCount must be 1")], ids=["inline-data", "candidate-count"])
+def test_what_the_seed_may_not_ask_is_refused_and_never_forwarded(gateway, upstream, body, says):
+    gw = gateway()
+    plan = gw.open_run()
+    response = ask(gw, plan["token"], body)
+    assert response.status_code == 400 and says in response.json()["error"]["message"] and upstream.requests == []
+
+
+def test_an_output_limit_above_any_models_is_clamped(gateway, upstream):
+    upstream.reply(api.answer(NOTES))
+    gw = gateway()
+    assert ask(gw, gw.open_run()["token"], seed_body(maxOutputTokens=10 ** 9)).status_code == 200
+    assert upstream.requests[0]["body"]["generationConfig"]["maxOutputTokens"] == answers.MAX_OUTPUT
+
+
+def test_an_answer_over_the_cap_is_not_read_whole(gateway, upstream):
+    upstream.reply(api.text_answer("x" * (9 * 2 ** 20)))
+    gw = gateway()
+    plan = gw.open_run()
+    response = ask(gw, plan["token"])
+    assert response.status_code == 502 and "over 8 MB: not read" in response.json()["error"]["message"]
+    assert gw.close_run(plan["token"])["calls"][0]["kind"] == "unusable answer"
+
+
+def test_the_v1_path_of_googles_sdk_is_served_as_v1beta(gateway, upstream):
+    upstream.reply(api.answer(NOTES))
+    gw = gateway()
+    response = requests.post(f"{gw.url}/v1/models/{FLASH}:generateContent", json=seed_body(),
+                             headers={"x-goog-api-key": gw.open_run()["token"]}, timeout=30)
+    assert response.status_code == 200 and answer_of(response)["files"][0]["path"] == "notes.py"
+
+
+def test_many_idle_connections_do_not_each_hold_a_thread(gateway):
+    gw = gateway()
+    before = threading.active_count()
+    idle = [socket.create_connection(gw.server.server_address) for _ in range(100)]
+    try:
+        time.sleep(0.5)
+        assert threading.active_count() - before <= door.MAX_CONNECTIONS
+    finally:
+        for sock in idle:
+            sock.close()

@@ -31,15 +31,17 @@ import pytest
 import fake_gemini as api
 from fake_gemini import FakeGemini
 # The seed's request, the client and the keeper's package loaded by its path, as the Gemini gateway's tests have them
-from test_gateway import RULES, SCHEMA, answer_of, ask, gateway_module, seconds_from_now
+from test_gateway import RULES, SCHEMA, answer_of, answers, ask, gateway_module, gemini, seconds_from_now
 
-local = importlib.import_module("supervisor.openai_compatible")
+local, backends = (importlib.import_module(f"supervisor.{name}") for name in ("openai_compatible", "backends"))
 QWEN, LLAMA_CPP, VLLM, GEMMA = "qwen3:8b", "qwen3-8b", "Qwen/Qwen2.5-7B-Instruct", "google/gemma-4-26b-a4b"
 GOAL = "# Goal\nGrow notes.py."  # the prompt of test_gateway.seed_body
-JSON_SCHEMA = {"type": "object", "required": ["tasks", "files"], "properties": {
+# OpenAI's strict mode: every object lists each of its properties as required, and allows no others
+JSON_SCHEMA = {"type": "object", "required": ["tasks", "done", "files"], "additionalProperties": False, "properties": {
     "tasks": {"type": "array", "items": {"type": "string"}}, "done": {"type": "array", "items": {"type": "integer"}},
     "files": {"type": "array", "items": {"type": "object", "properties": {"path": {"type": "string"},
-                                                                        "content": {"type": "string"}}}}}}
+                                                                        "content": {"type": "string"}},
+                                         "required": ["path", "content"], "additionalProperties": False}}}}
 PAYLOAD = {"tasks": ["Add notes", "Keep them", "Test them"], "done": [1],
            "files": [{"path": "notes.py", "content": "NOTES = {}\n"}]}
 DRAFT = '{"tasks": ["draft"], "files": [{"path": "draft.py", "content": "x"}]}'
@@ -216,9 +218,10 @@ def gateway(tmp_path, said):
     made = []
 
     def make(base, models=(QWEN,), key="", **settings):
-        settings = {"backoff": 0.01, "say": said.append, "context_tokens": 8192, **settings}
-        made.append(local.OpenAICompatibleGateway(upstream=base, key=key, models=list(models),
-                                                  state=tmp_path / "backups", **settings))
+        context_tokens = settings.pop("context_tokens", 8192)
+        settings = {"backoff": 0.01, "say": said.append, **settings}
+        made.append(gateway_module.Gateway(local.OpenAICompatible(base, key, list(models), context_tokens),
+                                           tmp_path / "backups", **settings))
         made[-1].start()
         return made[-1]
 
@@ -262,16 +265,16 @@ def test_the_request_goes_as_messages_with_the_schema_as_response_format(gateway
 
 def test_the_seed_gets_the_same_answer_as_from_gemini(gateway, servers, tmp_path):
     server = servers(llama_cpp()).answer(llama_cpp_answer(json.dumps(PAYLOAD)))
-    gemini = FakeGemini().reply(api.answer([(item["path"], item["content"]) for item in PAYLOAD["files"]],
-                                           tasks=PAYLOAD["tasks"], done=PAYLOAD["done"]))
+    fake = FakeGemini().reply(api.answer([(item["path"], item["content"]) for item in PAYLOAD["files"]],
+                                         tasks=PAYLOAD["tasks"], done=PAYLOAD["done"]))
     try:
-        door = gateway_module.Gateway(upstream=gemini.url, key="AIzaSy" + "A" * 33, models=["gemini-3.5-flash"],
-                                      state=tmp_path / "gemini", limits="", backoff=0.01, say=lambda line: None)
+        door = gateway_module.Gateway(gemini.Gemini(fake.url, "AIzaSy" + "A" * 33, ["gemini-3.5-flash"]),
+                                      tmp_path / "gemini", limits="", backoff=0.01, say=lambda line: None)
         door.start()
         from_gemini = ask(door, door.open_run()["token"]).json()
         door.close()
     finally:
-        gemini.close()
+        fake.close()
     gw = gateway(server.base, models=[LLAMA_CPP])
     from_server = ask(gw, gw.open_run()["token"]).json()
     assert from_server["candidates"] == from_gemini["candidates"]
@@ -348,7 +351,7 @@ def test_a_refused_response_format_is_learned_once_and_the_schema_goes_as_text(g
     assert first["response_format"]["type"] == "json_schema" and len(without) == 2
     for body in without:
         assert "response_format" not in body and body["messages"][-1]["content"] == (
-            f"{GOAL}\n\n{gateway_module.ANSWER_ONLY} It follows this schema: {json.dumps(SCHEMA)}")
+            f"{GOAL}\n\n{answers.ANSWER_ONLY} It follows this schema: {json.dumps(SCHEMA)}")
 
 
 # --- budgets ------------------------------------------------------------------------------------------
@@ -486,7 +489,7 @@ def test_a_refused_key_stops_with_one_line_and_the_key_is_nowhere(gateway, serve
     assert server.chats()[0]["headers"]["authorization"] == f"Bearer {key}"
     why = gw.close_run(plan["token"])["problem"]["why"]
     assert why == (f"the server at {server.base} refused the key (401: Unauthorized: [OPENAI_API_KEY]): set "
-                   "OPENAI_API_KEY in .env to the key it expects")
+                   "OPENAI_API_KEY in .env to the key it expects (LiteLLM's proxy: its master key or a virtual key)")
     assert key not in "\n".join(said) and all(key not in path.read_text() for path in (tmp_path / "backups").iterdir())
 
 
@@ -499,18 +502,19 @@ def test_a_model_still_loading_is_asked_again(gateway, servers):
 
 
 # --- the keeper's setup ---------------------------------------------------------------------------------
-def test_openai_base_url_chooses_the_server_and_no_gemini_key_is_needed(gateway, tmp_path):
+def test_openai_base_url_chooses_the_server_and_no_gemini_key_is_needed(tmp_path):
     environ = {"OPENAI_BASE_URL": "http://localhost:11434/v1/", "OPENAI_MODEL": "qwen3:8b, llama3.2",
                "GEMINI_MODEL": "gemini-3.5-flash"}
-    upstream, key, models, kind = local.backend_from_env(environ)
-    assert (upstream, key, models, kind) == ("http://localhost:11434/v1", "", ["qwen3:8b", "llama3.2"],
-                                             "openai-compatible")
-    assert isinstance(local.GATEWAYS[kind](upstream, key, models, tmp_path), local.OpenAICompatibleGateway)
+    assert backends.chosen(environ) is local and backends.chosen_models(environ) == ["qwen3:8b", "llama3.2"]
+    backend = local.from_env(environ)
+    assert (backend.upstream, backend.key, backend.models) == ("http://localhost:11434/v1", "", ["qwen3:8b", "llama3.2"])
     with pytest.raises(ValueError, match=r"^OPENAI_MODEL is not set: name the model\(s\) your server runs"):
-        local.GATEWAYS[kind](*local.backend_from_env({"OPENAI_BASE_URL": upstream})[:3], tmp_path)
-    assert local.backend_from_env({"GEMINI_API_KEY": "k"}) == (
+        backends.open_gateway({"OPENAI_BASE_URL": "http://localhost:11434/v1"}, tmp_path)
+    assert backends.chosen({"GEMINI_API_KEY": "k"}) is gemini
+    backend = gemini.from_env({"GEMINI_API_KEY": "k"})
+    assert (backend.upstream, backend.key, backend.models) == (
         "https://generativelanguage.googleapis.com", "k", ["gemini-3.5-flash", "gemini-3.5-flash-lite",
-                                                           "gemma-4-26b-a4b-it"], "gemini")
+                                                           "gemma-4-26b-a4b-it"])
 
 
 def test_list_models_gives_the_servers_models_or_one_line(servers):

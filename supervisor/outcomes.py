@@ -1,0 +1,113 @@
+"""outcomes: the vocabulary between the gateway and its backends, and between the gateway and the seed.
+
+    response = fetch_bounded("POST", url, body, headers, timeout)   # requests' Response, its body read to a cap
+    Outcome(Kind.RETRY_LATER, "server error 503", why="answered 503: Loading model")
+    raise stopping("the server refused the key ...")                # a Reply: an error for the seed, in Gemini's
+                                                                    # shape, and the problem it means for the run
+Each backend (gemini.py, openai_compatible.py) reads its server's answers and errors, whatever their status,
+into one Outcome; the gateway acts on its Kind and never reads a wire format itself. What the seed gets
+instead of an answer is a Reply: wait (until when), stop (why), or unusable.
+"""
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from enum import Enum
+
+import requests
+
+MAX_ANSWER = 8 * 2 ** 20  # bytes read of any answer from upstream (a whole answer of 65,536 tokens is under 1 MB)
+
+
+class Kind(Enum):
+    """What an upstream answer means for the gateway."""
+    ANSWER = "answer"
+    RETRY_LATER = "retry later"              # busy, out of reach, or a per-minute limit: `delay` seconds, or backoff
+    REFUSED_FEATURE = "refused feature"      # `feature` (models.FEATURES): learn it, ask again without it
+    MODEL_NOT_FOUND = "model not found"
+    KEY_REFUSED = "key refused"              # or anything else about the key's account: `why` says what to fix
+    CONTEXT_TOO_SMALL = "context too small"  # the prompt did not fit: a stop, or `replan` with what was learned
+    QUOTA_SPENT = "quota spent"              # the model's day
+    UNUSABLE = "unusable"                    # an answer or a refusal that asking again cannot mend
+
+
+@dataclass
+class Outcome:
+    """A backend's reading of one upstream response."""
+    kind: Kind
+    label: str                  # the ledger's name for it ("answer", "server error 503", "429 per day", ...)
+    why: str = ""               # one line, as the person should read it
+    body: dict = None           # ANSWER: the answer in Gemini's shape
+    delay: float = None         # RETRY_LATER: seconds the server asked to wait (None: back off)
+    feature: str = None         # REFUSED_FEATURE
+    learned: dict = field(default_factory=dict)  # figures the server stated (rpm, tpm, rpd)
+    status: int = 502           # UNUSABLE: the status the seed gets
+    replan: bool = False        # CONTEXT_TOO_SMALL: the context was just learned; the next run fits it
+
+
+class TooLarge(requests.RequestException):
+    """An answer over MAX_ANSWER bytes: read no further."""
+
+
+def fetch_bounded(method, url, body, headers, timeout):
+    """requests' Response with its body read to at most MAX_ANSWER bytes; TooLarge past that."""
+    with requests.request(method, url, json=body, headers=headers, timeout=timeout, stream=True,
+                          allow_redirects=False) as response:
+        data = response.raw.read(MAX_ANSWER + 1, decode_content=True)
+        if len(data) > MAX_ANSWER:
+            raise TooLarge(f"an answer over {MAX_ANSWER // 2 ** 20} MB")
+        response._content = data  # what .json() and .text read, as if requests had read it all
+        return response
+
+
+# --- what the seed gets instead of an answer ----------------------------------------------------
+class Reply(Exception):
+    """An error for the seed in Gemini's shape, and the problem it means for the run (None: the seed's own)."""
+
+    def __init__(self, status, name, message, problem=None, retry_at=None):
+        super().__init__(message)
+        self.status, self.name, self.message, self.problem, self.retry_at = status, name, message, problem, retry_at
+
+    def body(self):
+        error = {"code": self.status, "status": self.name, "message": self.message}
+        if self.retry_at:
+            seconds = max(0, math.ceil((self.retry_at - utc_now()).total_seconds()))
+            error["details"] = [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": f"{seconds}s"}]
+        return {"error": error}
+
+
+class Retry(Exception):
+    """Ask the same model again: after backoff ("server"), after `delay` ("minute"), or at once ("adapted")."""
+
+    def __init__(self, kind, why, delay=None):
+        super().__init__(why)
+        self.kind, self.why, self.delay = kind, why, delay
+
+
+class MovedOn(Exception):
+    """This model cannot answer before its reset (its day spent, or gone): the next one may."""
+
+
+def waiting(until, why, status=429):
+    return Reply(status, "RESOURCE_EXHAUSTED" if status == 429 else "UNAVAILABLE", why,
+                 {"kind": "wait", "until": until, "why": why}, until)
+
+
+def stopping(why):
+    return Reply(403, "PERMISSION_DENIED", why, {"kind": "stop", "why": why})
+
+
+def unusable(why, status=502, name="INTERNAL"):
+    return Reply(status, name or "INTERNAL", why, {"kind": "unusable", "why": why})
+
+
+def refusal(summary):
+    """A plan that says wait or stop, as a Reply for the seed."""
+    return stopping(summary["stop"]) if "stop" in summary else waiting(summary["wait_until"], summary["why"])
+
+
+def one_line(text):
+    return " ".join(str(text).split())
+
+
+def utc_now():
+    return datetime.now(timezone.utc)
