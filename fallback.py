@@ -122,22 +122,19 @@ def wait_or_stop(plan, gateway):
     """An iteration in which nothing could be asked: the gateway says until when, or why never (a stop before
     the model was asked is no iteration: `unasked`)."""
     if "stop" in plan:
-        return {"outcome": "stopped: configuration error", "reason": too_big_for_every_model(gateway) or plan["stop"],
-                "changes": [], "unasked": True}
+        why = too_big_for_every_model(gateway) if plan.get("steering") and not gateway.backend.local else plan["stop"]
+        return {"outcome": "stopped: configuration error", "reason": why, "changes": [], "unasked": True}
     return {"outcome": f"waiting until {plan['wait_until']:%Y-%m-%d %H:%M} UTC", "reason": plan["why"],
             "wait_until": plan["wait_until"], "changes": []}
 
 
 def too_big_for_every_model(gateway):
-    """One line when goal.md and the open tasks are what keeps every model from being asked, else None: said once,
-    not per model, with advice that can work for the backend in use."""
-    if not all((gateway.hindrance(model) or ("",))[0] == "steering" for model in gateway.models):
-        return None
+    """One line for a stop when goal.md and the open tasks are what keeps every model of the free tier from being
+    asked: said once, not per model, and without advice that cannot work there (a server of one's own gets the
+    gateway's, which names the setting that gives its model room)."""
     tokens, largest = journal.steering_size() // CHARS_PER_TOKEN, max(map(gateway.budget, gateway.models))
-    more = "" if not gateway.backend.local else ", or raise SEED_PROMPT_TOKENS" if largest == PROMPT_TOKENS else \
-        ", or give the model a longer context (docs/local-models.md)"
     return (f"goal.md and the open tasks (~{tokens:,} tokens) leave no room for code in any model's prompt (the "
-            f"largest takes ~{largest:,}): shorten them{more}")
+            f"largest takes ~{largest:,}): shorten them")
 
 
 def run_seed(timeout, gateway, plan):
