@@ -507,6 +507,8 @@ def parse_args(argv):
                                                           "state is kept as a snapshot first) and exit")
     by_hand.add_argument("--reset", action="store_true", help="go back to the first snapshot (genesis), the "
                                                              "same way, and exit")
+    by_hand.add_argument("--keep", metavar="ID", help="keep snapshot ID in backups/ whatever the retention policy "
+                                                      "prunes, and exit")
     args = parser.parse_args(argv)
     if args.iterations < 0 or args.delay < 0 or args.timeout <= 0:
         parser.error("--iterations and --delay cannot be negative, and --timeout must be positive")
@@ -646,8 +648,21 @@ def restore_by_hand(index, wanted):
         return 0
     kept = snap.snapshot(index, "by hand", index["iteration"])
     snap.restore(entry)
+    entry["pinned"] = True  # the person chose it: pruning never takes it away
+    snap.save_index(index)
     print(f"restored snapshot {entry['id']}; the codebase as it was is kept as backups/{kept['id']} "
           f"(undo with  python fallback.py --restore {kept['id']})")
+    return 0
+
+
+def keep_by_hand(index, wanted):
+    """--keep ID: mark a snapshot as the person's, so that the retention policy never prunes it."""
+    entry = snap.find_snapshot(index, wanted)
+    if entry is None:
+        return config_error(f"there is no snapshot {wanted!r}: see  python fallback.py --list-backups")
+    entry["pinned"] = True
+    snap.save_index(index)
+    print(f"snapshot {entry['id']} is kept whatever the retention policy prunes")
     return 0
 
 
@@ -684,7 +699,7 @@ def main(argv=None):
         return snap.materialise(entry) if entry else config_error(f"there is no snapshot {args.materialise!r}: see  "
                                                                   "python fallback.py --list-backups")
     writes = not (args.demo or args.models)  # the demo works in a copy; --models only asks
-    problem = None if args.restore or args.reset else check_setup(need_key=not args.demo, writes=writes)
+    problem = None if args.restore or args.reset or args.keep else check_setup(need_key=not args.demo, writes=writes)
     if problem:
         return config_error(problem)
     if args.models:
@@ -698,6 +713,8 @@ def main(argv=None):
         return 1
     index = snap.load_index()
     recover(index)  # before anything else: a killed supervisor may have left a restore half done
+    if args.keep:
+        return keep_by_hand(index, args.keep)
     if args.restore or args.reset:
         if not index["snapshots"]:
             return config_error("there are no snapshots yet: nothing to restore")

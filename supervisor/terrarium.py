@@ -134,6 +134,8 @@ def fingerprint(tree, skip=lambda rel, folder: False, max_files=None, max_bytes=
     if new_bytes is not None and sum(info.st_size for info in unknown.values()) > new_bytes:
         raise Untrusted(f"the run wrote {sum(i.st_size for i in unknown.values()) >> 20:,} MB of files; a landing "
                         f"takes at most {new_bytes >> 20:,} MB (SEED_LANDING_MB)")
+    for stale in [key for key in fingerprints if key[0] == tree and key[1] not in listed]:
+        del fingerprints[stale]  # what is gone is forgotten: the cache holds what the tree holds
     for rel, info in listed.items():
         if rel in unknown:
             data = untrusted.read(tree, rel, info.st_size)
