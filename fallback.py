@@ -200,12 +200,14 @@ def land(number, index, start, result):
         snap.snapshot(index, "before", number)
     plan, result["outside"] = terrarium.land(result["changes"], result["files"])
     if not plan:
-        result.update(outcome="no change: what changed would leave the folder through a symlink", reason="outside")
+        result.update(outcome="no change: a symlink out of the folder, or a folder, stands where it would land",
+                      reason="outside")
         return
     landed = {rel: sha for rel, sha in {**snap.files_of(start), **plan}.items() if sha}
     entry = snap.snapshot(index, "landed", number, files=landed)  # the new known-good candidate; the report's "after"
     if result.get("passing") is not None:
         entry["passing"] = result["passing"]  # the ratchet's counts for changes that start from here
+    entry["judged"] = result.get("tests_ran")  # which tests its gate ran (see fully_judged)
     partial = result.get("tests_ran") != gate.EVERY_TEST  # the cadence: how long landings rest on a selection
     index["partial_landings"] = index.get("partial_landings", 0) + 1 if partial else 0
     snap.save_index(index)
@@ -223,13 +225,19 @@ def settle_failure(number, index, start, seed_ran, failure, session, result):
     session["suspect"] = None if seed_ran else {"kind": failure[0], "mark": mark, "home": start}
     keep_suspicion(session)  # before the walk-back: a keeper stopped during it must not keep it
     roll_back(index, start, seed_ran, number, session["bad"], result)
-    if seed_ran and failure[0].startswith(("import check", "tests")) and \
-            not is_kind(failure, gate.Failure.TESTS_REMOVED) and journal.failure_mark(*(gate.run_checks(snap.files_of(start), gate.touches_seed(
-                result["changes"], result["files"]))[0] or ("", ""))) == mark:
+    if seed_ran and failure[0].startswith(("import check", "tests")) and fully_judged(start) and \
+            not is_kind(failure, gate.Failure.TESTS_REMOVED) and journal.failure_mark(*(gate.run_checks(
+                snap.files_of(start), gate.touches_seed(result["changes"], result["files"]))[0] or ("", ""))) == mark:
         return wait_for_the_world(failure, session, result)
     result.update(outcome=f"rolled back: {failure[0]}", reason=failure[0], output=redact(failure[1]))
     journal.add_failure_task(f"Iteration {number} was rolled back: {failure[0]}. Find and fix the cause.", failure[1],
                              start["id"], mark)
+
+
+def fully_judged(start):
+    """Whether the state a change started from passed every test when it landed (or was not landed by a gate): only
+    then can the same failure there be the world's. One landed on a selection may hold a break it did not run."""
+    return start.get("judged") in (None, gate.EVERY_TEST)
 
 
 def blame_the_world(number, index, start, failure, session, result):

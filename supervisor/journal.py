@@ -143,7 +143,7 @@ def log_iteration(number, result, duration):
         lines.append("- Done from pending_tasks.md: " + "; ".join(record["done"]))
     lines.append(f"- Files: {describe_changes(result['changes']) or 'none changed'}")
     for label, key in (("Refused", "refused"), ("Not landed (the keeper's)", "not_landed"),
-                       ("Not landed (a symlink in the folder leads out of it)", "outside"),
+                       ("Not landed (a symlink out of the folder, or a folder, stands there)", "outside"),
                        ("Refused by the system", "refusals")):
         if record.get(key) or result.get(key):
             lines.append(f"- {label}: " + "; ".join(record.get(key) or result.get(key)))

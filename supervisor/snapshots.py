@@ -17,6 +17,7 @@ from collections import Counter, OrderedDict
 from datetime import datetime, timedelta, timezone
 
 from .console import say
+from .untrusted import plain_text
 from .settings import (BACKUPS, BACKUPS_BYTES, GUARDED, INDEX, KEEP_DAILY_DAYS, KEEP_GOOD, KEEP_LANDED_DAYS,
                        KEEP_LAST, NOT_CODE, OBJECTS, RESTORING, ROOT,
                        STEERING, utc_now, write_atomically)
@@ -32,7 +33,8 @@ def codebase_files(root=ROOT):
                 if entry.is_dir(follow_symlinks=False):  # a symlink is neither a folder nor a file here
                     if entry.name.casefold() not in NOT_CODE and not os.path.exists(entry.path + "/pyvenv.cfg"):
                         folders.append(entry.path)
-                elif entry.is_file(follow_symlinks=False) and entry.path[cut:].casefold() not in skip:
+                elif entry.is_file(follow_symlinks=False) and entry.path[cut:].casefold() not in skip \
+                        and plain_text(entry.name):  # Finder's "Icon\r" and the like: not code, never judged
                     yield entry.path[cut:], entry  # POSIX only, so the separator is already "/"
 
 
