@@ -133,7 +133,7 @@ class Listings(OrderedDict):
 
 
 listings_read = Listings()
-LISTINGS_BYTES = 16 << 20  # of listing text kept in memory (the dicts made from it take a few times that)
+LISTINGS_BYTES = 4 << 20  # of listing text kept in memory (the dicts made from it take a few times that)
 
 
 def has_object(sha):
