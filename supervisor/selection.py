@@ -39,13 +39,15 @@ def affected(tests, changes, files):
 def graph(files):
     """({file: the files that depend on it}, the files whose dependencies cannot be known), over the .py files."""
     importers, unknown = {}, set()
+    folders = {rel[:cut] for rel in files for cut in [i for i, c in enumerate(rel) if c == "/"]}
     for rel, sha in files.items():
         if not rel.endswith(".py"):
             continue
         names, strings, calls, opaque = read_module(sha, rel)
         found = {name: paths_of(name, rel, files) for name in names}
         if opaque or names & RUNS_CODE or calls & RUNS_CODE_CALLS or \
-                any(not paths and not installed(name) for name, paths in found.items()):
+                any(not paths and not installed(name) and not is_folder(name, rel, folders)
+                    for name, paths in found.items()):
             unknown.add(rel)
         depends = {path for paths in found.values() for path in paths}
         depends |= {path for name in strings for path in paths_of(name, rel, files)}
@@ -108,6 +110,13 @@ def paths_of(name, importer, files):
             stem = base + "/".join(parts[:n])
             found += [rel for rel in (f"{stem}.py", f"{stem}/__init__.py") if rel in files]
     return found
+
+
+def is_folder(name, importer, folders):
+    """Whether a dotted name is a folder of the codebase (a namespace package: importing it loads no file)."""
+    above = importer.split("/")[:-1]
+    return any(base + name.replace(".", "/") in folders
+               for base in [""] + ["/".join(above[:n]) + "/" for n in range(len(above), 0, -1)])
 
 
 def around(rel):

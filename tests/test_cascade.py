@@ -62,3 +62,8 @@ def test_a_changed_seed_or_conftest_runs_every_test(workspace, env, gemini):
     assert selection.affected(tests, [("tests/sub/conftest.py", "new", 1, 0)], files) == (tests, False)
     assert selection.affected(tests, [("c.py", "changed", 1, 1)], files) == (["tests/test_c.py", "tests/test_dyn.py"],
                                                                                True)
+    spaced = {rel: load_keeper("snapshots").store_object(text.encode()) for rel, text in [  # a namespace package
+        ("pkg/mod.py", "M = 1\n"), ("pkg/other.py", "O = 1\n"), ("tests/test_mod.py", "from pkg import mod\n"),
+        ("tests/test_other.py", "from pkg import other\n")]}
+    assert selection.affected(["tests/test_mod.py", "tests/test_other.py"], [("pkg/mod.py", "changed", 1, 1)],
+                              spaced) == (["tests/test_mod.py"], True)
