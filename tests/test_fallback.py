@@ -721,7 +721,7 @@ def test_ctrl_c_in_the_gate_or_in_a_wait_stops_cleanly(workspace, env, gemini, p
         supervisor.kill()
     assert supervisor.returncode == 130, err
     assert not (workspace / "tests" / "test_slow.py").exists()
-    assert [pid for pid in processes_in(workspace)] == []
+    wait_for(lambda: processes_in(workspace) == [], 5)  # a namespace's last processes go as the kernel tears it down
 
 
 def test_a_dry_spell_is_reported_then_walked_back(workspace, env, gemini):
