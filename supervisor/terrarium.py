@@ -136,24 +136,25 @@ def fingerprint(tree, skip=lambda rel, folder: False, max_files=None, max_bytes=
                 folders=None, modes=None):
     """{path: sha256} of the files in `tree`, read without links and bounded (see untrusted.scan). A file whose size,
     times and inode are as when it was last read is not read again (its ctime cannot be set by the code that
-    changed it). With `store`, each file's bytes are kept in the object store, after checking that those not
-    known from before come to at most `new_bytes`. `folders` and `modes`, when given, get {path: mode} of the
+    changed it). With `store`, each file's bytes are kept in the object store; contents it does not hold yet (what
+    the run wrote) may come to at most `new_bytes`. `folders` and `modes`, when given, get {path: mode} of the
     folders and of the files."""
-    began, found = time.time_ns(), {}
+    began, found, new = time.time_ns(), {}, 0
     listed = untrusted.scan(tree, skip, max_files, max_bytes, folders)
     if modes is not None:
         modes.update({rel: info.st_mode for rel, info in listed.items()})
-    unknown = {rel: info for rel, info in listed.items()
-               if fingerprints.get((tree, rel), (None,))[0] != stamp(info)}
-    if new_bytes is not None and sum(info.st_size for info in unknown.values()) > new_bytes:
-        raise Untrusted(f"the run wrote {sum(i.st_size for i in unknown.values()) >> 20:,} MB of files; a landing "
-                        f"takes at most {new_bytes >> 20:,} MB (SEED_LANDING_MB)")
     for stale in [key for key in fingerprints if key[0] == tree and key[1] not in listed]:
         del fingerprints[stale]  # what is gone is forgotten: the cache holds what the tree holds
     for rel, info in listed.items():
-        if rel in unknown:
+        if fingerprints.get((tree, rel), (None,))[0] != stamp(info):
             data = untrusted.read(tree, rel, info.st_size)
-            found[rel] = store_object(data) if store else hashlib.sha256(data).hexdigest()
+            found[rel] = hashlib.sha256(data).hexdigest()
+            if store and not has_object(found[rel]):
+                new += len(data)
+                if new_bytes is not None and new > new_bytes:
+                    raise Untrusted(f"the run wrote more than {new_bytes >> 20:,} MB of new files: a landing takes at "
+                                    "most that (SEED_LANDING_MB)")
+                store_object(data)
             if info.st_ctime_ns < began - 10**9:  # older than a coarse clock's tick: its stamp tells it apart
                 fingerprints[(tree, rel)] = (stamp(info), found[rel])
         else:

@@ -95,7 +95,7 @@ SEED_ATTACKS = {
         "os.mkdir('many')\nfor n in range(2_000):\n    open(f'many/f{{n}}.py', 'w').close()",
         "more than 1,000 files and folders"),
     "more bytes than a landing takes": (
-        "pathlib.Path('blob.bin').write_bytes(os.urandom(3 << 20))", "a landing takes at most 2 MB"),
+        "pathlib.Path('blob.bin').write_bytes(os.urandom(3 << 20))", "more than 2 MB of new files"),
     "a name that is not text": ("open(b'bad\\xffname.py', 'w').close()", "a name that is not plain text"),
     "the record made a FIFO": ("import atexit\natexit.register(lambda: (RECORD.unlink(), os.mkfifo(RECORD)))",
                                ".seed/record.json: a FIFO"),
@@ -122,6 +122,15 @@ def test_what_a_run_leaves_that_may_not_land_is_refused_without_reading_through_
     assert "STOLEN" not in "".join(p.read_text("utf-8", "replace") for p in files_in(keyed) if p.suffix == ".py")
     assert "was rolled back: the run left what the keeper does not take" in \
         (keyed / "pending_tasks.md").read_text()
+
+
+def test_a_codebase_larger_than_a_landing_is_no_landing_of_its_own(workspace, env, gemini, outside):
+    (workspace / "data.bin").write_bytes(os.urandom(3 << 20))  # the person's: in the folder before the first run
+    env["SEED_LANDING_MB"] = "2"
+    gemini.reply(api.answer([("a.py", "a = 1\n")])).reply(api.answer([("b.py", "b = 1\n")]))
+    done = run_fallback(workspace, env, "--iterations", "2")
+    held(workspace, done, gemini, outside, 2)
+    assert outcomes(workspace) == ["landed: 1 file(s) changed"] * 2  # only what a run writes counts
 
 
 def test_a_record_that_is_endless_or_a_link_to_the_key_is_read_bounded_and_never_through_the_link(keyed, env, gemini,
