@@ -64,14 +64,15 @@ SPEC = importlib.util.spec_from_file_location("supervisor", ROOT / "supervisor" 
 sys.modules["supervisor"] = importlib.util.module_from_spec(SPEC)  # by its path: no other "supervisor" stands in
 SPEC.loader.exec_module(sys.modules["supervisor"])
 
-from supervisor import (backends, demo, export, gate, journal, report as page,  # noqa: E402
+from supervisor import (backends, demo, export, gate, journal, record as book, report as page,  # noqa: E402
                         snapshots as snap, status, terrarium)
 from supervisor.untrusted import Untrusted  # noqa: E402
 from supervisor.console import (redact, report, say, show_iteration, show_phase, start_status_line,  # noqa: E402
                                 summary)
 from supervisor.settings import (BACKOFF, BACKUPS, DRY_SPELL, EX_CONFIG, EX_UNAVAILABLE, FAULT_PAUSE,  # noqa: E402
                                  FULL_GATE_EVERY, GUARDED, LOCK, LOG, NOT_CODE, PROBLEMS, PROMPT_TOKENS,
-                                 REQUESTS_PER_RUN, RESTORING, SANDBOX_REQUIRED, STEERING, SUSPICION, UNDER_WAY, WORK,
+                                 REQUESTS_PER_RUN, RESTORING, SANDBOX_REQUIRED, SETTLING, STEERING, SUSPICION,
+                                 UNDER_WAY, WORK,
                                  load_json, save_json, write_atomically)
 from supervisor.answers import CHARS_PER_TOKEN  # noqa: E402
 from supervisor.settings import NAMED, source_of  # noqa: E402
@@ -94,7 +95,8 @@ def run_iteration(number, index, args, session, gateway):
     show_phase("running seed.py")
     try:
         code, output = run_seed(args.timeout, gateway, plan)
-        result = {"confinement": CONFINEMENT.text, "refusals": refusals(output), "changes": [], "not_landed": []}
+        result = {"confinement": CONFINEMENT.text, "refusals": refusals(output), "changes": [], "not_landed": [],
+                  "start": start["id"]}
         failure = take_and_judge(code, output, start, gateway.close_run(plan["token"]), shown, result, index)
     except KeyboardInterrupt:
         session["interrupted"] = journal.account(journal.read_record(b""), gateway.close_run(plan["token"], linger=0),
@@ -114,7 +116,8 @@ def run_iteration(number, index, args, session, gateway):
         session.update(suspect=None, world=None, pause=0)
         settle_run(number, index, start, code, output, result)
     if record["answered"] and not result["outcome"].startswith("landed"):
-        gateway.record_waste(record["model"], re.split(r"[:(]", result.get("reason") or "no change")[0].strip())
+        result["waste"] = re.split(r"[:(]", result.get("reason") or "no change")[0].strip()
+        gateway.record_waste(record["model"], result["waste"])
     return result
 
 
@@ -162,7 +165,11 @@ def take_and_judge(code, output, start, use, shown, result, index):
     except Untrusted as why:
         result.setdefault("record", journal.account(journal.read_record(b""), use, shown))
         return f"{gate.Failure.UNTRUSTED.value}: {why}", ""
-    return judge(code, result, output, start, index)
+    began = time.monotonic()
+    try:
+        return judge(code, result, output, start, index)
+    finally:
+        result["gate_seconds"] = round(time.monotonic() - began, 3)
 
 
 def refusals(output):
@@ -201,12 +208,14 @@ def land(number, index, start, result):
     made during the run, are kept as a snapshot first."""
     if snap.edited_since(start, [rel for rel, *_ in result["changes"]]):
         snap.snapshot(index, "before", number)
+    write_atomically(SETTLING, json.dumps({"iteration": number, "start": start["id"]}))  # until its row is written
     plan, result["outside"] = terrarium.land(result["changes"], result["files"])
     if not plan:
         result.update(outcome="no change: what changed would leave the folder through a symlink", reason="outside")
         return
     landed = {rel: sha for rel, sha in {**snap.files_of(start), **plan}.items() if sha}
     entry = snap.snapshot(index, "landed", number, files=landed)  # the new known-good candidate; the report's "after"
+    result["after"] = entry["id"]
     if result.get("passing") is not None:
         entry["passing"] = result["passing"]  # the ratchet's counts for changes that start from here
     partial = result.get("tests_ran") != gate.EVERY_TEST  # the cadence: how long landings rest on a selection
@@ -357,7 +366,8 @@ def supervise(args, index, gateway):
     """Run iterations until --iterations is reached; the exit code."""
     totals, done, dry, grown_from = Counter(), 0, 0, snap.codebase_size()
     session = {"bad": set(), "pause": 0, **suspicion(index)}  # see settle_failure
-    index["iteration"] = max(index["iteration"], journal.last_logged_iteration())  # the index may not be saved
+    index["iteration"] = max(index["iteration"], journal.last_logged_iteration(), book.last_number())  # the index
+    # may not be saved
     start_status_line()
     try:
         while args.iterations == 0 or done < args.iterations:
@@ -375,7 +385,7 @@ def supervise(args, index, gateway):
             except KeyboardInterrupt:
                 stopped = {"outcome": "stopped: interrupted (Ctrl+C)", "changes": [],
                            "record": session.get("interrupted")}
-                journal.log_iteration(index["iteration"], stopped, time.monotonic() - began)
+                keep(book.row_of(index["iteration"], stopped, time.monotonic() - began), stopped)
                 raise
             finally:
                 show_phase("")
@@ -385,14 +395,15 @@ def supervise(args, index, gateway):
                 say(f"stopped: {result['reason']}", "stopped")
                 return EX_CONFIG
             dry = note_dry_spell(index, result, dry, session["bad"])
+            row = book.row_of(index["iteration"], result, time.monotonic() - began)
             try:
-                journal.log_iteration(index["iteration"], result, time.monotonic() - began)
+                keep(row, result)
                 keep_suspicion(session)
                 snap.prune(index)
-            except OSError as error:
-                say(f"cannot write the log or backups/ ({error}): {what_to_free(error)}")
+            except (OSError, book.sqlite3.Error) as error:
+                say(f"cannot write the record, the log or backups/ ({error}): {what_to_free(error)}")
             write_report()
-            report(index["iteration"], result, time.monotonic() - began, totals)
+            report(row, totals)
             done += 1
             if result["outcome"].startswith("stopped"):
                 say(f"stopped: {result['reason']}", "stopped")
@@ -408,6 +419,14 @@ def supervise(args, index, gateway):
         return 130
     finally:
         say(summary(done, totals, grown_from, snap.codebase_size()))
+
+
+def keep(row, result):
+    """Write the iteration into the record with its requests (one transaction: a landing and its row go together),
+    then its section of iteration_log.md, rendered from the row."""
+    book.writer().write(row, (result.get("record") or {}).get("calls") or [], result.get("waste"))
+    SETTLING.unlink(missing_ok=True)
+    journal.log_iteration(row)
 
 
 def suspicion(index):
@@ -630,12 +649,36 @@ def recover(index):
         say(f"finished the restore of snapshot {wanted} that was under way when the last run stopped")
     RESTORING.unlink(missing_ok=True)
     terrarium.finish_landing()
+    settle_landing(index, load_json(SETTLING), entries)
     cut_short = load_json(UNDER_WAY)
     if cut_short.get("start") in entries:
         set_aside(index, entries[cut_short["start"]], cut_short.get("iteration", 0))
-        journal.log_iteration(cut_short.get("iteration", 0), {"outcome": "stopped: the supervisor was killed during this "
-                                                      "iteration", "changes": []}, 0.0)
+        killed = {"outcome": "stopped: the supervisor was killed during this iteration", "changes": [],
+                  "start": cut_short["start"]}
+        keep(book.row_of(cut_short.get("iteration", 0), killed, 0.0), killed)
     UNDER_WAY.unlink(missing_ok=True)
+    catch_up_log()
+
+
+def settle_landing(index, settling, entries):
+    """A landing whose row a killed supervisor did not write: the folder has it (finish_landing saw to that), so
+    its snapshot is taken and its row written; or it never began, and the row says the iteration was stopped."""
+    start = entries.get(settling.get("start"))
+    if start and not book.has_row(ROOT, settling.get("iteration")):
+        after = snap.snapshot(index, "landed", settling["iteration"])
+        changes = snap.changes_since(start) if after["id"] != start["id"] else []
+        result = {"outcome": f"landed: {len(changes)} file(s) changed" if changes else "stopped: the supervisor was "
+                  "killed during this iteration", "changes": changes, "start": start["id"],
+                  "reason": "the supervisor was killed as it landed; the landing was finished at the next start"
+                  if changes else "", "after": after["id"] if changes else None}
+        keep(book.row_of(settling["iteration"], result, 0.0), result)
+    SETTLING.unlink(missing_ok=True)
+
+
+def catch_up_log():
+    """Write the sections of rows a killed supervisor wrote into the record but not yet into the log."""
+    for row in book.iterations(ROOT, journal.last_logged_iteration()) if LOG.exists() else []:
+        journal.log_iteration(row)
 
 
 def restore_by_hand(index, wanted):
@@ -700,6 +743,10 @@ def main(argv=None):
               f"(Ctrl+C in its terminal, or  kill {holder})", file=sys.stderr)
         return 1
     index = snap.load_index()
+    try:
+        book.writer()  # at the first start, an old workspace's log and ledger are brought into the record
+    except book.sqlite3.Error as error:
+        return config_error(f"cannot open {book.path_of(ROOT)} ({error}): {what_to_free(OSError())}")
     recover(index)  # before anything else: a killed supervisor may have left a restore half done
     if args.restore or args.reset:
         if not index["snapshots"]:

@@ -85,6 +85,7 @@ WORK = ROOT / ".seed" / "work"          # the working copy, where the model's co
 SCRATCH = ROOT / ".seed" / "tmp"        # its private temporary folder, emptied before each run
 JUDGED = ROOT / ".seed" / "judged"      # the candidate as the gate judges it: laid out by the keeper, read-only
 LANDING = BACKUPS / "landing.json"      # exists only while a change is being copied into the folder
+SETTLING = BACKUPS / "settling.json"    # exists from a landing's start until its row is in the record
 SUSPICION = BACKUPS / "suspicion.json"  # what the loop suspects of the world, kept across restarts
 DEMO = ROOT / "demo" / "answers.json"   # the offline demo's goal and scripted answers
 LOG = ROOT / "iteration_log.md"
