@@ -3,6 +3,7 @@
     python fallback.py                   run forever; Ctrl+C stops cleanly, running again resumes
     python fallback.py --iterations 3    stop after three iterations
     python fallback.py --demo            three iterations offline, in a throwaway copy
+    python fallback.py --show 12         what iteration 12 asked the model, what it answered, what came of it
     python fallback.py --help            all options
 
 Each iteration: the gateway chooses the model and the prompt budget (or says to wait); the folder is
@@ -516,6 +517,8 @@ def parse_args(argv):
                                                             "in a throwaway copy (no key, no network) and exit")
     by_hand.add_argument("--status", action="store_true", help="show the supervisor, the last iterations, pending "
                                                               "tasks, today's use of each model and backups, and exit")
+    by_hand.add_argument("--show", type=int, metavar="N", help="show iteration N: the prompt as sent, the answer as "
+                                                             "received and as cleaned, what landed or why not")
     by_hand.add_argument("--models", action="store_true", help="list the models this key can call (one request "
                                                               "that spends no generation quota) and exit")
     by_hand.add_argument("--report", action="store_true", help="write report.html (the run as a page to open in a "
@@ -713,6 +716,8 @@ def main(argv=None):
     use_for_this_run(args)
     if args.list_backups or args.status:  # read-only: fine while a supervisor runs
         return snap.list_backups(snap.load_index()) if args.list_backups else status.show_status(lock_holder())
+    if args.show is not None:
+        return status.print_iteration(args.show)
     if args.report:
         try:
             print(f"the report is in {page.write_report(ROOT)}: open it in a browser")

@@ -299,20 +299,31 @@ def reader(root=ROOT):
     return sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
 
 
-def iterations(root=ROOT, since=0):
-    """The iterations after `since` in order, each a dict of the row (JSON columns read)."""
+def iterations(root=ROOT, since=0, last=None, number=None):
+    """The iterations after `since` in order (or the `last` few, or the one `number`), each a dict of the row
+    (JSON columns read)."""
     db = reader(root)
     if db is None:
         return []
-    with db:
-        cursor = db.execute(f"SELECT {', '.join(COLUMNS)} FROM iterations WHERE number > ? ORDER BY number", (since,))
-        rows = [dict(zip(COLUMNS, values)) for values in cursor]
+    where = ("number = ?", number) if number is not None else ("number > ?", since)
+    query = f"SELECT {', '.join(COLUMNS)} FROM iterations WHERE {where[0]} ORDER BY number DESC"
+    rows = [dict(zip(COLUMNS, values)) for values in db.execute(query + (f" LIMIT {int(last)}" if last else ""),
+                                                                 (where[1],))][::-1]
     db.close()
     for row in rows:
         for key in JSON_COLUMNS:
             row[key] = json.loads(row[key]) if row[key] else ([] if key in ("files", "tasks", "done", "facts")
                                                              else None)
     return rows
+
+
+def count(root=ROOT):
+    db = reader(root)
+    if db is None:
+        return 0
+    found = db.execute("SELECT count(*) FROM iterations").fetchone()[0]
+    db.close()
+    return found
 
 
 def last_number(root=ROOT):

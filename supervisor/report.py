@@ -3,8 +3,8 @@
     write_report(root)    writes root/report.html atomically and returns its path
 
 It reads what the keeper already keeps, and nothing else, so the page cannot disagree with it:
-iteration_log.md (one section per iteration), backups/index.json and the snapshots it lists (each state's
-files, lines and tests; each landing's diff), backups/usage.json (the ledger), pending_tasks.md and
+the record (backups/record.sqlite: the iterations, and the ledger summed from its requests), backups/index.json
+and the snapshots it lists (each state's files, lines and tests; each landing's diff), pending_tasks.md and
 goal.md. Counting and diffing are the costly parts: each is done once (a folder listing's files, lines and
 tests; the diff of two snapshots; objects never change) and kept in backups/report-cache.json, which
 holds only what the last page used. The page is one file that needs no network: inline CSS (light and
@@ -22,6 +22,7 @@ from bisect import bisect_left, bisect_right
 from datetime import datetime, timezone
 from pathlib import Path
 
+from . import record
 from .models import Models
 from .settings import NAMED, write_atomically
 
@@ -41,42 +42,24 @@ STATE_KINDS = {"genesis": 1, "before": 1, "landed": 0, "by hand": 0}  # snapshot
 TEST_FILE = re.compile(r"(?:^|/)(?:test_[^/]*|[^/]*_test)\.py$")  # the files pytest collects by default
 TEST_DEF = re.compile(rb"^[ \t]*(?:async[ \t]+)?def[ \t]+test", re.M)  # a test function or method
 CACHE_VERSION = 1  # bump when the counting or the diffs change: the cache then starts over
-HEADING = re.compile(r"^## Iteration (\d+) — (.*?) — (.*)$", re.M)
-FILE_CHANGE = re.compile(r"(?:^|, )(.+?)(?: \((new|deleted)\))? \+(\d+) −(\d+)(?=, |$| and \d+ more$)")
-RESTORED = re.compile(r"(?:Restored snapshot|went back to snapshot) (\w+)")
 TASK = re.compile(r"^\s*[-*] \[([ xX])\] (.*)$")
 FAILURE = re.compile(r"\s*\[failure (\w+): (\d+) times? since ([^,\]]+), first after snapshot (\w*)\](.*)$")
 
 
 # --- reading the record -----------------------------------------------------------------------
-def read_log(root):
-    """The log's sections in order, each {number, time, heading_time, outcome, kind, tasks, facts, output}."""
-    path = root / "iteration_log.md"
-    text = path.read_text("utf-8", "replace") if path.exists() else ""
-    found = list(HEADING.finditer(text))
-    ends = [m.start() for m in found[1:]] + [len(text)]
-    return [read_section(m, text[m.end():end]) for m, end in zip(found, ends)]
+def read_iterations(root):
+    """The iterations of the record in order, each {number, time, heading_time, outcome, kind, tasks, facts,
+    output, restored, files, model, score, scores}."""
+    return [section_of(row) for row in record.iterations(root)]
 
 
-def read_section(heading, body):
-    """One section: `- Label: value` lines become facts; Tasks and Last output are blocks of lines."""
-    number, when, outcome = heading.groups()
-    section = {"number": int(number), "time": parse_time(when), "heading_time": when.strip(),
-               "outcome": outcome.strip(), "kind": next((k for k in OUTCOMES if outcome.startswith(k)), "other"),
-               "tasks": [], "facts": [], "output": [], "restored": None}
-    block = None
-    for line in body.splitlines():
-        if line.startswith("- "):
-            label, colon, value = line[2:].partition(":")
-            block = label if colon and not value.strip() else None
-            if not block:
-                section["facts"].append((label, value.strip()) if colon else ("", line[2:]))
-        elif block == "Tasks" and (task := re.match(r"\s+\d+\.\s(.*)", line)):
-            section["tasks"].append(task[1])
-        elif block == "Last output" and line.startswith("      "):
-            section["output"].append(line[6:])
-    section["restored"] = next((m[1] for _, value in section["facts"] if (m := RESTORED.search(value))), None)
-    return section
+def section_of(row):
+    """What the page and the export read of an iteration's row."""
+    return {"number": row["number"], "time": record.heading_time(row), "heading_time": row["ended"] or "",
+            "outcome": row["outcome"], "kind": row["kind"] if row["kind"] in OUTCOMES else "other",
+            "tasks": row["tasks"], "facts": [tuple(fact) for fact in row["facts"]],
+            "output": row["output"].splitlines() if row["output"] else [], "restored": row["restored"],
+            "files": row["files"], "model": row["model"] or "", "score": row["score"], "scores": row["scores"]}
 
 
 def parse_time(text):
@@ -91,18 +74,15 @@ def fact(section, label):
     return next((value for name, value in section["facts"] if name == label), "")
 
 
-def files_changed(section):
-    """([(name, "new" | "deleted" | "", added, removed)], how many more the line did not name)."""
-    line = fact(section, "Files")
-    more = re.search(r" and (\d+) more$", line)
-    return ([(m[1], m[2] or "", int(m[3]), int(m[4])) for m in FILE_CHANGE.finditer(line)],
-            int(more[1]) if more else 0)
+def files_changed(section, most=20):
+    """([(name, "new" | "deleted" | "", added, removed)], how many more), as the log's Files line names them."""
+    changed = [(name, "" if kind == "changed" else kind, added, removed) for name, kind, added, removed
+               in section["files"]]
+    return changed[:most], max(0, len(changed) - most)
 
 
 def model_of(section):
-    """The name of the model the section's Model line names, or ''."""
-    found = re.match(r"(.*?), \d+ request", fact(section, "Model"))
-    return found[1] if found and found[1] != "none" else ""
+    return section["model"]
 
 
 def read_index(root):
@@ -189,18 +169,6 @@ def read_tasks(root):
         elif tasks and line[:1].isspace() and line.strip():
             tasks[-1]["detail"].append(line.strip())
     return tasks
-
-
-def read_ledger(root):
-    """{Pacific day: {model: {requests, prompt, output, thinking, ...}}} from backups/usage.json."""
-    try:
-        ledger = json.loads((root / "backups" / "usage.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(ledger, dict):
-        return {}
-    return {day: {model: use for model, use in models.items() if isinstance(use, dict)}
-            for day, models in ledger.items() if isinstance(models, dict)}
 
 
 # --- counting: files, lines and tests of a state, once per folder listing ----------------------
@@ -315,7 +283,7 @@ def write_report(root, quotas=None):
     """Write root/report.html from the record (atomically); its path. `quotas`: {model: requests a day},
     by default as models.py knows them."""
     root = Path(root)
-    sections, snapshots, ledger = read_log(root), read_index(root), read_ledger(root)
+    sections, snapshots, ledger = read_iterations(root), read_index(root), record.ledger(root)
     known, used = load_cache(root), {"folders": {}, "diffs": {}}
     counts = measure_states(root, snapshots, known["folders"], used["folders"])
     pairs = pair_landings(sections, snapshots)
@@ -369,8 +337,8 @@ PAGE = """<!doctype html>
 <body><header><h1>seed: watch it grow</h1>
 <nav><a href="#glance">At a glance</a> <a href="#growth">Growth</a> <a href="#requests">Requests</a>
 <a href="#tasks">Tasks</a> <a href="#timeline">Iterations</a></nav>
-<p class="muted">Made {made} from iteration_log.md, the snapshots in backups/ and the ledger; rewritten after
-every iteration.</p></header>
+<p class="muted">Made {made} from the record (backups/record.sqlite) and the snapshots in backups/; rewritten
+after every iteration.</p></header>
 {body}
 </body></html>
 """
@@ -491,7 +459,7 @@ def render_glance(sections, ledger, now, state):
     return ('<section id="glance"><h2>At a glance</h2><div class="tiles">'
             + "".join(f'<div class="tile"><b>{value}</b><span>{esc(label)}</span></div>' for value, label in tiles)
             + f'</div>{draw_outcomes(sections)}<p class="muted">Requests and tokens are from the ledger '
-              f'(backups/usage.json).{where}</p></section>')
+              f'(the requests in the record).{where}</p></section>')
 
 
 def draw_outcomes(sections):
@@ -631,7 +599,7 @@ def render_costs(ledger, models):
             'model, answered or not; <b>tokens</b>: prompt, answer and thinking together; <b>wasted</b>: requests '
             'that brought nothing that landed: refused (a per-minute or daily limit, an error) or answered with a '
             'change that did not land (it failed the gate, or had nothing to apply). Each reason is counted in '
-            'backups/usage.json.</p>')
+            'the record (backups/record.sqlite).</p>')
 
 
 # --- tasks and the timeline ------------------------------------------------------------------------
