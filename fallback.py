@@ -65,8 +65,8 @@ SPEC = importlib.util.spec_from_file_location("supervisor", ROOT / "supervisor" 
 sys.modules["supervisor"] = importlib.util.module_from_spec(SPEC)  # by its path: no other "supervisor" stands in
 SPEC.loader.exec_module(sys.modules["supervisor"])
 
-from supervisor import (backends, demo, export, gate, journal, record as book, report as page,  # noqa: E402
-                        snapshots as snap, status, terrarium)
+from supervisor import (backends, demo, evaluate, export, gate, journal, record as book,  # noqa: E402
+                        report as page, snapshots as snap, status, terrarium)
 from supervisor.untrusted import Untrusted  # noqa: E402
 from supervisor.console import (redact, report, say, show_iteration, show_phase, start_status_line,  # noqa: E402
                                 summary)
@@ -219,6 +219,8 @@ def land(number, index, start, result):
     result["after"] = entry["id"]
     if result.get("passing") is not None:
         entry["passing"] = result["passing"]  # the ratchet's counts for changes that start from here
+    if result.get("score") is not None:
+        entry["score"] = result["score"]  # the score a change that starts from here must keep (SEED_RATCHET=score)
     partial = result.get("tests_ran") != gate.EVERY_TEST  # the cadence: how long landings rest on a selection
     index["partial_landings"] = index.get("partial_landings", 0) + 1 if partial else 0
     snap.save_index(index)
@@ -321,7 +323,29 @@ def judge(code, result, output, start, index):
     before = start.get("passing") if isinstance(start.get("passing"), dict) else None
     full = index["partial_landings"] >= FULL_GATE_EVERY if "partial_landings" in index else True
     failure, result["passing"], result["tests_ran"] = gate.gate(result["changes"], result["files"], before, full)
-    return failure
+    return failure or judge_score(result, start)
+
+
+def judge_score(result, start):
+    """Score a change that passed the gate with the person's evaluate.py (if there is one): None, or why it fails (its
+    score fell, under SEED_RATCHET=score, or it broke the evaluator). An evaluator that fails at the known-good state
+    too is the person's file to fix: one line, no task, and the change is judged without it."""
+    if not evaluate.present():
+        return None
+    show_phase("scoring the change with evaluate.py")
+    found = evaluate.score_of(result["files"])
+    if "problem" in found:
+        if "problem" in evaluate.score_of(snap.files_of(start)):
+            say(f"{found['problem']} at the last known-good state too: evaluate.py is yours to fix (no task for the "
+                "model; the change is judged without a score)")
+            return None
+        return (f"{found['problem']} on this change, and not at the last known-good state", found["output"]) \
+            if evaluate.RATCHET else None
+    result["score"], result["scores"] = found["score"], found
+    before = start.get("score")
+    if evaluate.RATCHET and before is not None and found["score"] < before - evaluate.TOLERANCE:
+        return f"score fell from {before:g} to {found['score']:g}", ""
+    return None
 
 
 def roll_back(index, start, seed_ran, number, bad, result):

@@ -388,6 +388,27 @@ def exchange(root, request):
     return found
 
 
+def texts_of(data):
+    """The texts a request or answer body carries (its "text" and "content" strings, in order), or ''."""
+    try:
+        body = json.loads(data)
+    except ValueError:
+        return ""
+    found = []
+
+    def walk(value, key=None):
+        if isinstance(value, dict):
+            for name, item in value.items():
+                walk(item, name)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item, key)
+        elif isinstance(value, str) and key in ("text", "content"):
+            found.append(value)
+    walk(body)
+    return "\n".join(found)
+
+
 def heading_time(row):
     """When the iteration ended, as its log heading says it, and as a datetime (None if unreadable)."""
     try:

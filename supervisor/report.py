@@ -29,6 +29,7 @@ from .settings import NAMED, write_atomically
 # --- settings ---------------------------------------------------------------------------------
 FULL_CARDS = 200   # newest iterations shown in full (tasks, files, reason, output, diff); older ones as one row each
 OPEN_CARDS = 20    # of those, the newest shown unfolded
+EXCHANGE_CARDS = 5  # of those, the newest holding what the model was asked and answered (all: --show N)
 DIFF_LINES = 300   # lines of one landing's diff shown; the snapshots hold the rest
 DIFF_OPEN = 40     # a diff of up to this many lines is shown unfolded
 CONTEXT = 2        # lines of context around each change in a diff
@@ -50,7 +51,7 @@ FAILURE = re.compile(r"\s*\[failure (\w+): (\d+) times? since ([^,\]]+), first a
 def read_iterations(root):
     """The iterations of the record in order, each {number, time, heading_time, outcome, kind, tasks, facts,
     output, restored, files, model, score, scores}."""
-    return [section_of(row) for row in record.iterations(root)]
+    return [{**section_of(row), "root": root} for row in record.iterations(root)]
 
 
 def section_of(row):
@@ -547,6 +548,10 @@ def render_growth(sections, snapshots, counts):
     charts = [f'<figure><figcaption>{title}: <b>{points[-1][1][column]:,}</b></figcaption>'
               f'{draw_growth([(at, c[column]) for at, c in points], marks, last)}</figure>'
               for column, title in enumerate(("Files", "Lines", "Tests"))]
+    scores = [(s["number"], s["score"]) for s in sections if s["score"] is not None and s["kind"] == "landed"]
+    if scores:  # the person's evaluate.py: the score of each state that landed
+        charts.append(f'<figure><figcaption>Score (evaluate.py): <b>{scores[-1][1]:g}</b></figcaption>'
+                      f'{draw_growth(scores, marks, last)}</figure>')
     return ('<section id="growth"><h2>Growth</h2><div class="charts">' + "".join(charts) + '</div>'
             '<p class="key"><span><i style="background:var(--landed)"></i>landed</span> <span><i style="background:'
             f'var(--rolled)"></i>rolled back</span> — from the {len(points)} snapshot(s) kept; older ones are '
@@ -638,7 +643,8 @@ def render_failure(task):
 def render_timeline(sections, diffs):
     """The newest FULL_CARDS iterations in full (OPEN_CARDS unfolded), the older ones one row each."""
     newest = list(reversed(sections))
-    cards = [render_card(s, diffs.get(s["number"]), n < OPEN_CARDS) for n, s in enumerate(newest[:FULL_CARDS])]
+    cards = [render_card(s, diffs.get(s["number"]), n < OPEN_CARDS, n < EXCHANGE_CARDS)
+             for n, s in enumerate(newest[:FULL_CARDS])]
     older = newest[FULL_CARDS:]
     rows = "".join(render_row(s) for s in older)
     table = (f'<details><summary><b>{len(older):,} older iteration(s)</b>, one row each</summary><div class="scroll">'
@@ -656,8 +662,9 @@ def render_row(section):
             f'<td>{esc(files)}</td></tr>')
 
 
-def render_card(section, diff, unfolded):
-    """One iteration: outcome, tasks, files with +/-, what the log says, its output, and a landing's diff."""
+def render_card(section, diff, unfolded, exchanges=False):
+    """One iteration: outcome, tasks, files with +/-, what the log says, its output, a landing's diff, and what the
+    model was asked and answered (for the newest; else the command that shows it)."""
     changed, more = files_changed(section)
     summary = (f'<summary><span class="n">#{section["number"]}</span> <span class="badge">{esc(section["outcome"])}'
                f'</span> <span class="muted when">{esc(section["heading_time"])}</span></summary>')
@@ -670,8 +677,24 @@ def render_card(section, diff, unfolded):
     body = (tasks if section["tasks"] else "") + files + facts + render_detail(section["output"], "last output")
     if section["kind"] == "landed":
         body += render_diff(diff)
+    body += render_exchanges(section) if exchanges else \
+        f'<p class="muted">What it asked and answered: <code>python fallback.py --show {section["number"]}</code></p>'
     return (f'<details class="it {outcome_class(section["kind"])}" id="i{section["number"]}"'
             f'{" open" if unfolded else ""}>{summary}<div>{body}</div></details>')
+
+
+def render_exchanges(section):
+    """The iteration's requests: each prompt as sent and answer as received, as their texts, folded."""
+    parts = []
+    for request, model, kind, *_ in record.requests_of(section["root"], section["number"]):
+        found = record.exchange(section["root"], request) or {}
+        for title, key in (("asked", "prompt"), ("answered", "answer")):
+            data = found.get(key) or b""
+            text = record.texts_of(data) or data.decode("utf-8", "replace")
+            parts.append(f'<details><summary>request {request} ({esc(model)}, {esc(kind)}): {title}, '
+                         f'{len(data):,} bytes</summary><pre>{esc(text)}</pre></details>')
+    return "".join(parts) + (f'<p class="muted">The same in a terminal: <code>python fallback.py --show '
+                             f'{section["number"]}</code></p>')
 
 
 def render_diff(diff):

@@ -4,7 +4,6 @@ Neither makes a generation request: --status reads the record (backups/record.sq
 requests), the tasks, the gateway's memory and backups/; --models asks the API (or the local server) which
 models it offers.
 """
-import json
 import os
 import re
 import sys
@@ -96,31 +95,11 @@ def print_iteration(number):
         for title, key in (("the prompt as sent", "prompt"), ("the answer as received", "answer"),
                            ("the answer as cleaned for the seed", "cleaned")):
             data = found.get(key) or b""
-            print(f"--- {title} ({len(data):,} bytes){', its text' if texts_of(data) else ''}:")
-            for line in (texts_of(data) or data.decode("utf-8", "replace")).splitlines():
+            print(f"--- {title} ({len(data):,} bytes){', its text' if record.texts_of(data) else ''}:")
+            for line in (record.texts_of(data) or data.decode("utf-8", "replace")).splitlines():
                 print(printable(line))
     print(f"\n=== what came of it: {printable(row['outcome'])}" + (f"; {printable(row['reason'])}" if row["reason"]
                                                                     else "")
           + (f"; score {row['score']:g}" if row["score"] is not None else ""))
     return 0
 
-
-def texts_of(data):
-    """The texts a request or answer body carries (its "text" and "content" strings, in order), or ''."""
-    try:
-        body = json.loads(data)
-    except ValueError:
-        return ""
-    found = []
-
-    def walk(value, key=None):
-        if isinstance(value, dict):
-            for name, item in value.items():
-                walk(item, name)
-        elif isinstance(value, list):
-            for item in value:
-                walk(item, key)
-        elif isinstance(value, str) and key in ("text", "content"):
-            found.append(value)
-    walk(body)
-    return "\n".join(found)

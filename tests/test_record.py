@@ -162,3 +162,32 @@ pathlib.Path('cheat.py').write_text('x = 1')
 pathlib.Path('.seed').mkdir(exist_ok=True)
 pathlib.Path('.seed/record.json').write_text(json.dumps({'outcome': 'applied'}))
 """
+
+
+EVALUATOR = """import json, pathlib
+here = pathlib.Path('.')
+print('scoring')
+print(json.dumps({"score": len(list(here.glob('f*.py'))) - 5 * (here / 'bad.py').exists(), "files": 1}))
+"""
+
+
+def test_the_score_is_recorded_charted_and_with_the_ratchet_a_fall_is_rolled_back(workspace, env, gemini):
+    (workspace / "evaluate.py").write_text(EVALUATOR)
+    env["SEED_RATCHET"] = "score"
+    gemini.reply(api.answer(good_change("f1"))).reply(api.answer(good_change("f2") + [("bad.py", "x = 1\n")]))
+    done = run_fallback(workspace, env, "--iterations", "2")
+    assert done.returncode == 0, done.stderr
+    first, second = record.iterations(workspace)
+    assert first["score"] == 1 and first["scores"] == {"score": 1, "files": 1} and ["Score", "1 (files 1)"] in \
+        first["facts"]
+    assert second["kind"] == "rolled back" and second["outcome"] == "rolled back: score fell from 1 to -3"
+    assert not (workspace / "bad.py").exists() and "score fell from 1 to -3" in (workspace / "pending_tasks.md").read_text()
+    assert "#1 landed: " in done.stdout and "score 1)" in done.stdout and "- Score: 1 (files 1)" in \
+        (workspace / "iteration_log.md").read_text()
+    assert "Score (evaluate.py): <b>1</b>" in (workspace / "report.html").read_text()
+    (workspace / "evaluate.py").write_text("raise SystemExit(3)\n")  # the person's evaluator breaks
+    gemini.reply(api.answer(good_change("f3")))
+    done = run_fallback(workspace, env, "--iterations", "1")
+    assert "evaluate.py failed (exit 3) at the last known-good state too" in done.stdout
+    assert record.iterations(workspace)[-1]["kind"] == "landed" and "evaluate.py" not in \
+        (workspace / "pending_tasks.md").read_text()
