@@ -29,7 +29,7 @@ from .settings import NAMED, write_atomically
 # --- settings ---------------------------------------------------------------------------------
 FULL_CARDS = 200   # newest iterations shown in full (tasks, files, reason, output, diff); older ones as one row each
 OPEN_CARDS = 20    # of those, the newest shown unfolded
-EXCHANGE_CARDS = 5  # of those, the newest holding what the model was asked and answered (all: --show N)
+EXCHANGE_CARDS = 20  # of those, the newest with a table of their requests
 DIFF_LINES = 300   # lines of one landing's diff shown; the snapshots hold the rest
 DIFF_OPEN = 40     # a diff of up to this many lines is shown unfolded
 CONTEXT = 2        # lines of context around each change in a diff
@@ -663,8 +663,8 @@ def render_row(section):
 
 
 def render_card(section, diff, unfolded, exchanges=False):
-    """One iteration: outcome, tasks, files with +/-, what the log says, its output, a landing's diff, and what the
-    model was asked and answered (for the newest; else the command that shows it)."""
+    """One iteration: outcome, tasks, files with +/-, what the log says, its output, a landing's diff, and its
+    requests (for the newest; else the command that shows them)."""
     changed, more = files_changed(section)
     summary = (f'<summary><span class="n">#{section["number"]}</span> <span class="badge">{esc(section["outcome"])}'
                f'</span> <span class="muted when">{esc(section["heading_time"])}</span></summary>')
@@ -678,23 +678,23 @@ def render_card(section, diff, unfolded, exchanges=False):
     if section["kind"] == "landed":
         body += render_diff(diff)
     body += render_exchanges(section) if exchanges else \
-        f'<p class="muted">What it asked and answered: <code>python fallback.py --show {section["number"]}</code></p>'
+        f'<p class="muted">What it was asked and answered: <code>python fallback.py --show {section["number"]}</code></p>'
     return (f'<details class="it {outcome_class(section["kind"])}" id="i{section["number"]}"'
             f'{" open" if unfolded else ""}>{summary}<div>{body}</div></details>')
 
 
 def render_exchanges(section):
-    """The iteration's requests: each prompt as sent and answer as received, as their texts, folded."""
-    parts = []
-    for request, model, kind, *_ in record.requests_of(section["root"], section["number"]):
-        found = record.exchange(section["root"], request) or {}
-        for title, key in (("asked", "prompt"), ("answered", "answer")):
-            data = found.get(key) or b""
-            text = record.texts_of(data) or data.decode("utf-8", "replace")
-            parts.append(f'<details><summary>request {request} ({esc(model)}, {esc(kind)}): {title}, '
-                         f'{len(data):,} bytes</summary><pre>{esc(text)}</pre></details>')
-    return "".join(parts) + (f'<p class="muted">The same in a terminal: <code>python fallback.py --show '
-                             f'{section["number"]}</code></p>')
+    """The iteration's requests (model, kind, tokens, latency, waste) and the command that shows each prompt as sent
+    and answer as received: the page holds none of the model's text that did not land."""
+    rows = "".join(f'<tr><td>{request}</td><td><code>{esc(model)}</code></td><td>{esc(kind)}</td>'
+                   f'<td class="num">{prompt + output + thinking:,}</td><td class="num">{latency or 0:.1f} s</td>'
+                   f'<td>{esc(wasted or "")}</td></tr>'
+                   for request, model, kind, prompt, output, thinking, latency, wasted
+                   in record.requests_of(section["root"], section["number"]))
+    table = ('<div class="scroll"><table><tr><th>request</th><th>model</th><th>came back as</th><th class="num">tokens'
+             f'</th><th class="num">took</th><th>wasted</th></tr>{rows}</table></div>') if rows else ""
+    return table + (f'<p class="muted">What it was asked and what it answered, byte for byte: <code>python '
+                    f'fallback.py --show {section["number"]}</code></p>')
 
 
 def render_diff(diff):
