@@ -127,13 +127,13 @@ class Writer:
 
     def __init__(self, path):
         path.parent.mkdir(parents=True, exist_ok=True)
-        fresh = not path.exists()
         self.db = sqlite3.connect(path, isolation_level=None, timeout=30)
         self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")  # in WAL mode: whole after a crash, if not after a power cut
         self.db.executescript(SCHEMA)
         self.chain, self.base = self.last_prompt()
-        if fresh:
+        empty = "SELECT (SELECT count(*) FROM iterations) + (SELECT count(*) FROM requests) + (SELECT count(*) FROM kept)"
+        if self.db.execute(empty).fetchone()[0] == 0:  # a new record: bring in what today's version kept
             migrate(self, path.parent.parent)
 
     def last_prompt(self):
@@ -180,16 +180,15 @@ class Writer:
         self.chain, self.base = (chain, prompt) if count < CHAIN else (None, None)
 
     def carry(self, ledger, files):
-        """usage.json's counts and the old files, as a migration brings them in (one transaction)."""
-        with Transaction(self.db):
-            for day, models in ledger.items():
-                for model, use in models.items():
-                    self.db.execute("INSERT OR REPLACE INTO carried VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                                    (day, model, use.get("requests", 0), use.get("prompt", 0), use.get("output", 0),
-                                     use.get("thinking", 0), json.dumps(use.get("kinds", {})),
-                                     json.dumps(use.get("wasted", {}))))
-            for name, data in files.items():
-                self.db.execute("INSERT OR REPLACE INTO kept VALUES (?, ?)", (name, data))
+        """usage.json's counts and the old files, as a migration brings them in."""
+        for day, models in ledger.items():
+            for model, use in models.items():
+                self.db.execute("INSERT OR REPLACE INTO carried VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                                (day, model, use.get("requests", 0), use.get("prompt", 0), use.get("output", 0),
+                                 use.get("thinking", 0), json.dumps(use.get("kinds", {})),
+                                 json.dumps(use.get("wasted", {}))))
+        for name, data in files.items():
+            self.db.execute("INSERT OR REPLACE INTO kept VALUES (?, ?)", (name, data))
 
 
 COLUMNS = ("number", "started", "ended", "seconds", "model", "kind", "outcome", "reason", "snapshot_before",
@@ -419,24 +418,23 @@ def heading_time(row):
 
 # --- migration: the one place that reads the old log's prose ------------------------------------------
 def migrate(book, root):
-    """Bring a workspace from before the record in: each section of iteration_log.md as a row, usage.json's
-    counts as carried, and the old log, usage.json and quota.json kept whole."""
+    """Bring a workspace from before the record in, in one transaction: each section of iteration_log.md as a
+    row, usage.json's counts as carried, and the old log, usage.json and quota.json kept whole."""
     log, usage, quota = root / LOG.name, root / "backups" / USAGE.name, root / "backups" / QUOTA.name
     files = {path.name: path.read_bytes() for path in (log, usage, quota) if path.exists()}
     if not files:
         return
-    text = files.get(LOG.name, b"").decode("utf-8", "replace")
-    with Transaction(book.db):
-        for row in read_old_log(text):
-            book.db.execute("DELETE FROM iterations WHERE number = ?", (row["number"],))
-            book.insert_row(row)
     try:
         old = json.loads(files.get(USAGE.name, b"{}"))
     except ValueError:
         old = {}
     old = {day: {m: u for m, u in models.items() if isinstance(u, dict)} for day, models in old.items()
            if isinstance(models, dict)} if isinstance(old, dict) else {}
-    book.carry(old, files)
+    with Transaction(book.db):
+        for row in read_old_log(files.get(LOG.name, b"").decode("utf-8", "replace")):
+            book.db.execute("DELETE FROM iterations WHERE number = ?", (row["number"],))
+            book.insert_row(row)
+        book.carry(old, files)
 
 
 HEADING = re.compile(r"^## Iteration (\d+) — (.*?) — (.*)$", re.M)
