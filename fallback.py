@@ -398,7 +398,7 @@ def supervise(args, index, gateway):
         while args.iterations == 0 or done < args.iterations:
             index["iteration"] += 1
             show_iteration(index["iteration"])
-            began = time.monotonic()
+            began, started = time.monotonic(), book.utc_now()
             try:
                 snap.save_index(index)
                 recover(index)
@@ -410,7 +410,8 @@ def supervise(args, index, gateway):
             except KeyboardInterrupt:
                 stopped = {"outcome": "stopped: interrupted (Ctrl+C)", "changes": [],
                            "record": session.get("interrupted")}
-                keep(book.row_of(index["iteration"], stopped, time.monotonic() - began), stopped)
+                if not SETTLING.exists():  # else a landing was under way: the next start finishes it, and its row
+                    keep(book.row_of(index["iteration"], stopped, time.monotonic() - began, started), stopped)
                 raise
             finally:
                 show_phase("")
@@ -420,7 +421,7 @@ def supervise(args, index, gateway):
                 say(f"stopped: {result['reason']}", "stopped")
                 return EX_CONFIG
             dry = note_dry_spell(index, result, dry, session["bad"])
-            row = book.row_of(index["iteration"], result, time.monotonic() - began)
+            row = book.row_of(index["iteration"], result, time.monotonic() - began, started)
             try:
                 keep(row, result)
                 keep_suspicion(session)

@@ -17,7 +17,6 @@
    the folder, and how long it all took.
 """
 import argparse
-import json
 import os
 import shutil
 import sqlite3
@@ -48,8 +47,8 @@ def keeper_env(fake):
 def module(n):
     code = "".join(f"def feature_{n}_{k}(items):\n    return [item for item in items if item % {k + 2}]\n\n\n"
                    for k in range(6))
-    return [(f"extra_{n}.py", code), (f"tests/test_extra_{n}.py", f"import extra_{n}\n\n\ndef test_it():\n"
-                                                                  f"    assert extra_{n}.feature_{n}_0([1, 2]) == [1]\n")]
+    test = f"import extra_{n}\n\n\ndef test_it():\n    assert extra_{n}.feature_{n}_0([1, 2]) == [1]\n"
+    return [(f"extra_{n}.py", code), (f"tests/test_extra_{n}.py", test)]
 
 
 def bytes_per_request(iterations):
@@ -79,12 +78,13 @@ def bytes_per_request(iterations):
 
 def write_time(root):
     """Write the run's iterations again, with their exchanges, into a new database; the median ms of a write."""
-    rows, times = record.iterations(root), []
+    rows, times = [row for row in record.iterations(root) if row["requests"]], []
     with tempfile.TemporaryDirectory() as folder:
         book = record.Writer(Path(folder) / "backups" / "record.sqlite")
         for row in rows * 3:
             calls = []
-            for request, model, kind, prompt, output, thinking, latency, wasted in record.requests_of(root, row["number"]):
+            for request, model, kind, prompt, output, thinking, latency, wasted in \
+                    record.requests_of(root, row["number"]):
                 found = record.exchange(root, request)
                 calls.append({"model": model, "kind": kind, "day": "2026-11-24", "latency": latency,
                               "tokens": {"prompt": prompt, "output": output, "thinking": thinking},

@@ -25,7 +25,7 @@ from difflib import SequenceMatcher
 from enum import Enum
 
 from .console import describe_changes, redact
-from .settings import BACKUPS, KEY_SHAPES, LOG, QUOTA, ROOT, TASK_LINES, USAGE, utc_now
+from .settings import KEY_SHAPES, LOG, QUOTA, ROOT, TASK_LINES, USAGE, utc_now
 
 NAME = "record.sqlite"
 CHAIN = 50            # prompts stored as deltas one after the other before one is stored whole again
@@ -132,8 +132,8 @@ class Writer:
         self.db.execute("PRAGMA synchronous=NORMAL")  # in WAL mode: whole after a crash, if not after a power cut
         self.db.executescript(SCHEMA)
         self.chain, self.base = self.last_prompt()
-        empty = "SELECT (SELECT count(*) FROM iterations) + (SELECT count(*) FROM requests) + (SELECT count(*) FROM kept)"
-        if self.db.execute(empty).fetchone()[0] == 0:  # a new record: bring in what today's version kept
+        held = [self.db.execute(f"SELECT count(*) FROM {table}").fetchone()[0] for table in ("iterations", "kept")]
+        if not any(held):  # a new record: bring in what today's version kept
             migrate(self, path.parent.parent)
 
     def last_prompt(self):

@@ -678,7 +678,8 @@ def render_card(section, diff, unfolded, exchanges=False):
     if section["kind"] == "landed":
         body += render_diff(diff)
     body += render_exchanges(section) if exchanges else \
-        f'<p class="muted">What it was asked and answered: <code>python fallback.py --show {section["number"]}</code></p>'
+        f'<p class="muted">What it was asked and answered: <code>python fallback.py --show {section["number"]}</code>' \
+        '</p>'
     return (f'<details class="it {outcome_class(section["kind"])}" id="i{section["number"]}"'
             f'{" open" if unfolded else ""}>{summary}<div>{body}</div></details>')
 

@@ -94,8 +94,8 @@ CONTRACT = "tests/test_seed.py"         # the seed's contract: run by the gate w
 TEST_SUPPORT = ["tests/conftest.py", "tests/fake_gemini.py"]  # what the contract needs beside it
 KEEPER_TESTS = [CONTRACT, "tests/test_attacks.py", "tests/test_backends.py", "tests/test_cascade.py",
                 "tests/test_confinement.py", "tests/test_fallback.py", "tests/test_first_hour.py",
-                "tests/test_gateway.py", "tests/test_openai_compatible.py", "tests/test_record.py", "tests/test_report.py",
-                "tests/test_sandbox.py", "tests/test_tasks_file.py", "tests/test_terrarium.py"]  # every one tests/ ships
+                "tests/test_gateway.py", "tests/test_openai_compatible.py", "tests/test_record.py",
+                "tests/test_report.py", "tests/test_sandbox.py", "tests/test_tasks_file.py", "tests/test_terrarium.py"]  # every one tests/ ships
 GUARDED = ["fallback.py", "evaluate.py", "iteration_log.md", "report.html", ".env", ".env.example", "README.md",
            "requirements.txt", ".gitignore", ".ci/run", *TEST_SUPPORT, *KEEPER_TESTS]  # never the codebase's
 STEERING = ["goal.md", "pending_tasks.md"]  # the user's to edit at any time: never snapshotted or restored

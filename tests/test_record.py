@@ -5,7 +5,6 @@ workspace migrated, kill -9 at random moments, and a score the person owns.
 These are slow for the gate, so fallback.py keeps this file out of it.
 """
 import json
-import os
 import random
 import re
 import signal
@@ -16,8 +15,8 @@ import time
 
 import fake_gemini as api
 from conftest import load_keeper
-from test_fallback import good_change, run_fallback, wait_for
-from test_report import Workspace, scripted_run
+from test_fallback import good_change, run_fallback
+from test_report import scripted_run
 
 record, journal = load_keeper("record"), load_keeper("journal")
 BROKEN = [("tests/test_broken.py", "def test_broken():\n    assert 1 == 2\n")]
@@ -52,7 +51,7 @@ def test_a_mixed_run_keeps_every_iteration_request_and_exchange_byte_for_byte(wo
     assert [(r["number"], r["kind"]) for r in rows] == [(1, "landed"), (2, "no change"), (3, "rolled back"),
                                                         (4, "waiting")]
     assert json.loads(rows[0]["files"])[0][:2] == ["notes.py", "new"] and rows[0]["snapshot_after"]
-    assert json.loads(rows[0]["tasks"]) == ["Create notes.py"] and rows[2]["reason"].startswith("tests failed")
+    assert rows[0]["started"] and rows[0]["gate_seconds"] > 0
     requests = db.execute("SELECT * FROM requests ORDER BY id").fetchall()
     asked = [r for r in gemini.requests if r["body"]]
     assert len(requests) == len(asked) == 5 and [r["iteration"] for r in requests] == [1, 1, 2, 3, 4]
@@ -181,7 +180,8 @@ def test_the_score_is_recorded_charted_and_with_the_ratchet_a_fall_is_rolled_bac
     assert first["score"] == 1 and first["scores"] == {"score": 1, "files": 1} and ["Score", "1 (files 1)"] in \
         first["facts"]
     assert second["kind"] == "rolled back" and second["outcome"] == "rolled back: score fell from 1 to -3"
-    assert not (workspace / "bad.py").exists() and "score fell from 1 to -3" in (workspace / "pending_tasks.md").read_text()
+    assert not (workspace / "bad.py").exists()
+    assert "score fell from 1 to -3" in (workspace / "pending_tasks.md").read_text()
     assert "#1 landed: " in done.stdout and "score 1)" in done.stdout and "- Score: 1 (files 1)" in \
         (workspace / "iteration_log.md").read_text()
     assert "Score (evaluate.py): <b>1</b>" in (workspace / "report.html").read_text()

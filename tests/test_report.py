@@ -77,8 +77,8 @@ class Workspace:
         lines += ["- Tasks:"] + [f"  {n}. {task}" for n, task in enumerate(tasks, 1)] if tasks else []
         lines += ["- Done from pending_tasks.md: " + "; ".join(done)] if done else []
         lines.append(f"- Files: {describe(changes_between(self.files, changed)) or 'none changed'}")
-        result = {"outcome": outcome, "changes": changes_between(self.files, changed), "reason": "", "start": start["id"],
-                  "record": {"model": model, "requests": requests, "tasks": list(tasks), "done": list(done),
+        result = {"outcome": outcome, "changes": changes_between(self.files, changed), "reason": "",
+                  "start": start["id"], "record": {"model": model, "requests": requests, "tasks": list(tasks), "done": list(done),
                              "tokens": {"prompt": 1000, "output": 200, "thinking": 0}}}
         if outcome.startswith("rolled back"):
             kept = self.snapshot("failed", changed, time)
