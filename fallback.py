@@ -812,6 +812,9 @@ if __name__ == "__main__":
     except BrokenPipeError:  # the reader went away (python fallback.py --status | head) having read what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(0)
+    except book.sqlite3.Error as error:  # a record damaged or locked by hand
+        sys.exit(config_error(f"{book.path_of(ROOT)} cannot be read ({error}): move it aside and start again, and it "
+                              "is made anew from iteration_log.md (without the prompts and answers)"))
     except PermissionError as error:  # a command by hand in a folder it may not write, or read
         sys.exit(config_error(f"{error.filename or 'a file'}: {error.strerror or error}: check the folder's "
                               "permissions"))
