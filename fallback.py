@@ -391,8 +391,8 @@ def supervise(args, index, gateway):
     """Run iterations until --iterations is reached; the exit code."""
     totals, done, dry, grown_from = Counter(), 0, 0, snap.codebase_size()
     session = {"bad": set(), "pause": 0, **suspicion(index)}  # see settle_failure
-    index["iteration"] = max(index["iteration"], journal.last_logged_iteration(), book.last_number())  # the index
-    # may not be saved
+    # the index may not have been saved: the log and the record know the last iteration too
+    index["iteration"] = max(index["iteration"], journal.last_logged_iteration(), book.last_number())
     start_status_line()
     try:
         while args.iterations == 0 or done < args.iterations:
@@ -773,10 +773,7 @@ def main(argv=None):
               f"(Ctrl+C in its terminal, or  kill {holder})", file=sys.stderr)
         return 1
     index = snap.load_index()
-    try:
-        book.writer()  # at the first start, an old workspace's log and ledger are brought into the record
-    except book.sqlite3.Error as error:
-        return config_error(f"cannot open {book.path_of(ROOT)} ({error}): {what_to_free(OSError())}")
+    book.writer()  # at the first start, an old workspace's log and ledger are brought into the record
     recover(index)  # before anything else: a killed supervisor may have left a restore half done
     if args.restore or args.reset:
         if not index["snapshots"]:

@@ -78,7 +78,7 @@ def bytes_per_request(iterations):
 
 def write_time(root):
     """Write the run's iterations again, with their exchanges, into a new database; the median ms of a write."""
-    rows, times = [row for row in record.iterations(root) if row["requests"]], []
+    rows, times = [row for row in record.iterations(root) if record.requests_of(root, row["number"])], []
     with tempfile.TemporaryDirectory() as folder:
         book = record.Writer(Path(folder) / "backups" / "record.sqlite")
         for row in rows * 3:

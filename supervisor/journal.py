@@ -4,7 +4,8 @@ pending_tasks.md is the user's checklist: the keeper adds one task per failure o
 failure again counts up in its task), ticks the tasks a landed answer finished, and never touches a
 person's tasks otherwise. Each edit changes only the lines it means to: every other byte stays as it was
 (bytes that are not UTF-8, each line's ending, a missing last line break; see read_tasks). iteration_log.md
-gets one section per iteration. The seed's record of its run is read here too, every field checked, since
+gets one section per iteration, rendered from its row in the record (record.py), for people: nothing reads it
+back but the migration of a workspace from before the record. The seed's record of its run is read here too, every field checked, since
 the seed may have been rewritten.
 """
 import hashlib

@@ -146,13 +146,17 @@ class Writer:
 
     def write(self, row, calls=(), waste=None):
         """The iteration and its requests (each call as close_run reports it), in one transaction."""
-        with Transaction(self.db):
-            self.db.execute("DELETE FROM iterations WHERE number = ?", (row["number"],))
-            self.insert_row(row)
-            answered = [n for n, call in enumerate(calls) if call.get("kind") == "answer"]
-            for n, call in enumerate(calls):
-                wasted = call.get("kind") if call.get("kind") != "answer" else waste if n == answered[-1] else None
-                self.insert_request(row["number"], call, wasted)
+        try:
+            with Transaction(self.db):
+                self.db.execute("DELETE FROM iterations WHERE number = ?", (row["number"],))
+                self.insert_row(row)
+                answered = [n for n, call in enumerate(calls) if call.get("kind") == "answer"]
+                for n, call in enumerate(calls):
+                    wasted = call.get("kind") if call.get("kind") != "answer" else waste if n == answered[-1] else None
+                    self.insert_request(row["number"], call, wasted)
+        except sqlite3.Error:
+            self.chain, self.base = self.last_prompt()  # the next prompt is stored against the last one kept
+            raise
 
     def insert_row(self, row):
         values = {key: json.dumps(row.get(key)) if key in JSON_COLUMNS else row.get(key) for key in COLUMNS}
