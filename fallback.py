@@ -126,22 +126,19 @@ def wait_or_stop(plan, gateway):
     """An iteration in which nothing could be asked: the gateway says until when, or why never (a stop before
     the model was asked is no iteration: `unasked`)."""
     if "stop" in plan:
-        return {"outcome": "stopped: configuration error", "reason": too_big_for_every_model(gateway) or plan["stop"],
-                "changes": [], "unasked": True}
+        why = too_big_for_every_model(gateway) if plan.get("steering") and not gateway.backend.local else plan["stop"]
+        return {"outcome": "stopped: configuration error", "reason": why, "changes": [], "unasked": True}
     return {"outcome": f"waiting until {plan['wait_until']:%Y-%m-%d %H:%M} UTC", "reason": plan["why"],
             "wait_until": plan["wait_until"], "changes": []}
 
 
 def too_big_for_every_model(gateway):
-    """One line when goal.md and the open tasks are what keeps every model from being asked, else None: said once,
-    not per model, with advice that can work for the backend in use."""
-    if not all((gateway.hindrance(model) or ("",))[0] == "steering" for model in gateway.models):
-        return None
+    """One line for a stop when goal.md and the open tasks are what keeps every model of the free tier from being
+    asked: said once, not per model, and without advice that cannot work there (a server of one's own gets the
+    gateway's, which names the setting that gives its model room)."""
     tokens, largest = journal.steering_size() // CHARS_PER_TOKEN, max(map(gateway.budget, gateway.models))
-    more = "" if not gateway.backend.local else ", or raise SEED_PROMPT_TOKENS" if largest == PROMPT_TOKENS else \
-        ", or give the model a longer context (docs/local-models.md)"
     return (f"goal.md and the open tasks (~{tokens:,} tokens) leave no room for code in any model's prompt (the "
-            f"largest takes ~{largest:,}): shorten them{more}")
+            f"largest takes ~{largest:,}): shorten them")
 
 
 def run_seed(timeout, gateway, plan):
@@ -212,7 +209,8 @@ def land(number, index, start, result):
     write_atomically(SETTLING, json.dumps({"iteration": number, "start": start["id"]}))  # until its row is written
     plan, result["outside"] = terrarium.land(result["changes"], result["files"])
     if not plan:
-        result.update(outcome="no change: what changed would leave the folder through a symlink", reason="outside")
+        result.update(outcome="no change: a symlink out of the folder, or a folder, stands where it would land",
+                      reason="outside")
         return
     landed = {rel: sha for rel, sha in {**snap.files_of(start), **plan}.items() if sha}
     entry = snap.snapshot(index, "landed", number, files=landed)  # the new known-good candidate; the report's "after"
@@ -221,6 +219,7 @@ def land(number, index, start, result):
         entry["passing"] = result["passing"]  # the ratchet's counts for changes that start from here
     if result.get("score") is not None:
         entry["score"] = result["score"]  # the score a change that starts from here must keep (SEED_RATCHET=score)
+    entry["judged"] = result.get("tests_ran")  # which tests its gate ran (see fully_judged)
     partial = result.get("tests_ran") != gate.EVERY_TEST  # the cadence: how long landings rest on a selection
     index["partial_landings"] = index.get("partial_landings", 0) + 1 if partial else 0
     snap.save_index(index)
@@ -238,13 +237,19 @@ def settle_failure(number, index, start, seed_ran, failure, session, result):
     session["suspect"] = None if seed_ran else {"kind": failure[0], "mark": mark, "home": start}
     keep_suspicion(session)  # before the walk-back: a keeper stopped during it must not keep it
     roll_back(index, start, seed_ran, number, session["bad"], result)
-    if seed_ran and failure[0].startswith(("import check", "tests")) and \
-            not is_kind(failure, gate.Failure.TESTS_REMOVED) and journal.failure_mark(*(gate.run_checks(snap.files_of(start), gate.touches_seed(
-                result["changes"], result["files"]))[0] or ("", ""))) == mark:
+    if seed_ran and failure[0].startswith(("import check", "tests")) and fully_judged(start) and \
+            not is_kind(failure, gate.Failure.TESTS_REMOVED) and journal.failure_mark(*(gate.run_checks(
+                snap.files_of(start), gate.touches_seed(result["changes"], result["files"]))[0] or ("", ""))) == mark:
         return wait_for_the_world(failure, session, result)
     result.update(outcome=f"rolled back: {failure[0]}", reason=failure[0], output=redact(failure[1]))
     journal.add_failure_task(f"Iteration {number} was rolled back: {failure[0]}. Find and fix the cause.", failure[1],
                              start["id"], mark)
+
+
+def fully_judged(start):
+    """Whether the state a change started from passed every test when it landed (or was not landed by a gate): only
+    then can the same failure there be the world's. One landed on a selection may hold a break it did not run."""
+    return start.get("judged") in (None, gate.EVERY_TEST)
 
 
 def blame_the_world(number, index, start, failure, session, result):
@@ -411,7 +416,8 @@ def supervise(args, index, gateway):
                 stopped = {"outcome": "stopped: interrupted (Ctrl+C)", "changes": [],
                            "record": session.get("interrupted")}
                 if not SETTLING.exists():  # else a landing was under way: the next start finishes it, and its row
-                    keep(book.row_of(index["iteration"], stopped, time.monotonic() - began, started), stopped)
+                    row = book.row_of(index["iteration"], stopped, time.monotonic() - began, started)
+                    record_iteration(row, stopped)
                 raise
             finally:
                 show_phase("")
@@ -423,7 +429,7 @@ def supervise(args, index, gateway):
             dry = note_dry_spell(index, result, dry, session["bad"])
             row = book.row_of(index["iteration"], result, time.monotonic() - began, started)
             try:
-                keep(row, result)
+                record_iteration(row, result)
                 keep_suspicion(session)
                 snap.prune(index)
             except (OSError, book.sqlite3.Error) as error:
@@ -447,7 +453,7 @@ def supervise(args, index, gateway):
         say(summary(done, totals, grown_from, snap.codebase_size()))
 
 
-def keep(row, result):
+def record_iteration(row, result):
     """Write the iteration into the record with its requests (one transaction: a landing and its row go together),
     then its section of iteration_log.md, rendered from the row."""
     book.writer().write(row, (result.get("record") or {}).get("calls") or [], result.get("waste"))
@@ -557,6 +563,8 @@ def parse_args(argv):
                                                           "state is kept as a snapshot first) and exit")
     by_hand.add_argument("--reset", action="store_true", help="go back to the first snapshot (genesis), the "
                                                              "same way, and exit")
+    by_hand.add_argument("--keep", metavar="ID", help="keep snapshot ID in backups/ whatever the retention policy "
+                                                      "prunes, and exit")
     args = parser.parse_args(argv)
     if args.iterations < 0 or args.delay < 0 or args.timeout <= 0:
         parser.error("--iterations and --delay cannot be negative, and --timeout must be positive")
@@ -683,7 +691,7 @@ def recover(index):
         set_aside(index, entries[cut_short["start"]], cut_short.get("iteration", 0))
         killed = {"outcome": "stopped: the supervisor was killed during this iteration", "changes": [],
                   "start": cut_short["start"]}
-        keep(book.row_of(cut_short.get("iteration", 0), killed, 0.0), killed)
+        record_iteration(book.row_of(cut_short.get("iteration", 0), killed, 0.0), killed)
     UNDER_WAY.unlink(missing_ok=True)
     catch_up_log()
 
@@ -699,7 +707,7 @@ def settle_landing(index, settling, entries):
                   "killed during this iteration", "changes": changes, "start": start["id"],
                   "reason": "the supervisor was killed as it landed; the landing was finished at the next start"
                   if changes else "", "after": after["id"] if changes else None}
-        keep(book.row_of(settling["iteration"], result, 0.0), result)
+        record_iteration(book.row_of(settling["iteration"], result, 0.0), result)
     SETTLING.unlink(missing_ok=True)
 
 
@@ -720,8 +728,21 @@ def restore_by_hand(index, wanted):
         return 0
     kept = snap.snapshot(index, "by hand", index["iteration"])
     snap.restore(entry)
+    entry["pinned"] = True  # the person chose it: pruning never takes it away
+    snap.save_index(index)
     print(f"restored snapshot {entry['id']}; the codebase as it was is kept as backups/{kept['id']} "
           f"(undo with  python fallback.py --restore {kept['id']})")
+    return 0
+
+
+def keep_by_hand(index, wanted):
+    """--keep ID: mark a snapshot as the person's, so that the retention policy never prunes it."""
+    entry = snap.find_snapshot(index, wanted)
+    if entry is None:
+        return config_error(f"there is no snapshot {wanted!r}: see  python fallback.py --list-backups")
+    entry["pinned"] = True
+    snap.save_index(index)
+    print(f"snapshot {entry['id']} is kept whatever the retention policy prunes")
     return 0
 
 
@@ -760,7 +781,7 @@ def main(argv=None):
         return snap.materialise(entry) if entry else config_error(f"there is no snapshot {args.materialise!r}: see  "
                                                                   "python fallback.py --list-backups")
     writes = not (args.demo or args.models)  # the demo works in a copy; --models only asks
-    problem = None if args.restore or args.reset else check_setup(need_key=not args.demo, writes=writes)
+    problem = None if args.restore or args.reset or args.keep else check_setup(need_key=not args.demo, writes=writes)
     if problem:
         return config_error(problem)
     if args.models:
@@ -775,6 +796,8 @@ def main(argv=None):
     index = snap.load_index()
     book.writer()  # at the first start, an old workspace's log and ledger are brought into the record
     recover(index)  # before anything else: a killed supervisor may have left a restore half done
+    if args.keep:
+        return keep_by_hand(index, args.keep)
     if args.restore or args.reset:
         if not index["snapshots"]:
             return config_error("there are no snapshots yet: nothing to restore")

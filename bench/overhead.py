@@ -152,7 +152,7 @@ class Ours(Phases):
         self.time("record and log", self.keep, self.k.record.row_of(i, result, 1.0))
 
     def keep(self, row):
-        """As fallback.py's keep: the row into the record, then its section into the log."""
+        """As fallback.py's record_iteration: the row into the record, then its section into the log."""
         self.k.record.writer().write(row)
         self.k.journal.log_iteration(row)
 

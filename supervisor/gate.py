@@ -119,7 +119,7 @@ def run_checks(files, contract, changes=None):
     EVERY_TEST, or how many of the test files). With `changes`, the tests they can affect run first, and alone
     when that selection is sound and the seed's contract is not asked. The code runs in a child of the
     terrarium, in the judged copy it may not write, with no key and no way to the API."""
-    judged_copy(files)
+    judged_copy(files, with_contract=contract)
     modules = [rel[:-3] for rel in files if rel.endswith(".py") and "/" not in rel and rel[:-3].isidentifier()]
     modules += [rel.split("/")[0] for rel in files if re.fullmatch(r"[A-Za-z_]\w*/__init__\.py", rel)]
     every = sorted(rel for rel in files if re.fullmatch(r"tests/(.*/)?test_[^/]*\.py", rel))
@@ -146,8 +146,8 @@ def verdict(facts, code, output, tests, expected):
     outcomes.update({fact["test"]: "passed" for fact in facts if fact.get("when") == "call"
                      and fact["outcome"] == "passed" and fact["test"] not in outcomes})
     passing = {rel: 0 for rel in tests if rel != CONTRACT}
-    for test, outcome in outcomes.items():
-        if outcome == "passed" and test.split("::")[0] in passing:
+    for test, outcome in outcomes.items():  # only what pytest collected counts: a fact written by a test does not
+        if outcome == "passed" and test.split("::")[0] in passing and test in (collected or ()):
             passing[test.split("::")[0]] += 1
     if not tests:
         return None, None

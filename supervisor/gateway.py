@@ -174,8 +174,9 @@ class Gateway:
         if waits:
             return {"wait_until": min(until for until, _ in waits), "why": "; ".join(why for _, _, why in hindrances)}
         models_to_fix = any(kind != "steering" for kind, _, _ in hindrances)
-        return {"stop": f"no usable model: {'; '.join(why for _, _, why in hindrances)}."
+        stop = {"stop": f"no usable model: {'; '.join(why for _, _, why in hindrances)}."
                         + (" " + self.backend.model_help.format(quota=self.books.quota_path) if models_to_fix else "")}
+        return stop if models_to_fix else {**stop, "steering": True}  # only the person's goal and tasks keep them out
 
     def choose(self, run, tokens, tried):
         """The model to ask: the run's, else the first in the list not tried, spent or gone, that the prompt fits."""

@@ -95,7 +95,7 @@ def facts_of(row, result, record):
     facts = [["Done from pending_tasks.md", "; ".join(row["done"])]] if row["done"] else []
     facts.append(["Files", describe_changes(row["files"]) or "none changed"])
     for label, key in (("Refused", "refused"), ("Not landed (the keeper's)", "not_landed"),
-                       ("Not landed (a symlink in the folder leads out of it)", "outside"),
+                       ("Not landed (a symlink out of the folder, or a folder, stands there)", "outside"),
                        ("Refused by the system", "refusals")):
         if record.get(key) or result.get(key):
             facts.append([label, "; ".join(record.get(key) or result.get(key))])

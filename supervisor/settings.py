@@ -120,6 +120,9 @@ SHM_BYTES = number("SEED_SHM_MB", 64, 1) << 20   # what a run may keep in /dev/s
 NAMESPACES = number("SEED_NAMESPACES", 1, 0) > 0  # 0: no namespaces of its own for a run, even where they work
 KEEP_LAST = number("BACKUPS_KEEP", 100, 1)  # snapshots kept besides genesis, one a day, known good
 KEEP_GOOD = max(3, KEEP_LAST // 10)     # the newest known-good snapshots always kept: the walk-back's steps
+KEEP_LANDED_DAYS = number("SEED_KEEP_LANDED_DAYS", 1, 0)  # every landing is kept this many days
+KEEP_DAILY_DAYS = number("SEED_KEEP_DAILY_DAYS", 30, 0)   # then the newest of each day, this long; then one a week
+BACKUPS_BYTES = number("SEED_BACKUPS_MB", 2048, 1) << 20  # what the snapshots kept by age may take in backups/
 PROMPT_TOKENS = number("SEED_PROMPT_TOKENS", 60_000, 1_000)  # the largest prompt, in estimated tokens
 SANDBOX_REQUIRED = os.environ.get("SEED_SANDBOX", "").strip() == "require"  # refuse to run the model's code unconfined
 if not SANDBOX_REQUIRED and os.environ.get("SEED_SANDBOX", "").strip():

@@ -7,18 +7,19 @@ objects out, so editing the codebase never changes a backup. backups/index.json 
 time, iteration, kind, known good, digest, file count). The codebase is every file of the folder but the
 keeper's (settings.GUARDED, settings.NOT_CODE) and the user's steering files.
 """
-import functools
 import gzip
 import hashlib
 import json
 import os
 import shutil
 import time
-from collections import Counter
-from datetime import datetime
+from collections import Counter, OrderedDict
+from datetime import datetime, timedelta, timezone
 
 from .console import say
-from .settings import (BACKUPS, GUARDED, INDEX, KEEP_GOOD, KEEP_LAST, NOT_CODE, OBJECTS, RESTORING, ROOT,
+from .untrusted import plain_text
+from .settings import (BACKUPS, BACKUPS_BYTES, GUARDED, INDEX, KEEP_DAILY_DAYS, KEEP_GOOD, KEEP_LANDED_DAYS,
+                       KEEP_LAST, NOT_CODE, OBJECTS, RESTORING, ROOT,
                        STEERING, utc_now, write_atomically)
 
 
@@ -32,7 +33,8 @@ def codebase_files(root=ROOT):
                 if entry.is_dir(follow_symlinks=False):  # a symlink is neither a folder nor a file here
                     if entry.name.casefold() not in NOT_CODE and not os.path.exists(entry.path + "/pyvenv.cfg"):
                         folders.append(entry.path)
-                elif entry.is_file(follow_symlinks=False) and entry.path[cut:].casefold() not in skip:
+                elif entry.is_file(follow_symlinks=False) and entry.path[cut:].casefold() not in skip \
+                        and plain_text(entry.name):  # Finder's "Icon\r" and the like: not code, never judged
                     yield entry.path[cut:], entry  # POSIX only, so the separator is already "/"
 
 
@@ -44,20 +46,21 @@ def manifest(root=ROOT):
     """{path: sha256} of the codebase in root. A file is read again only if its size or mtime changed since
     it was hashed; one changed within a second of being hashed is not trusted by its stat at all (too close
     for a coarse clock to tell two writes apart)."""
-    files, began = {}, time.time_ns()
+    files, began, known_here, now_here = {}, time.time_ns(), seen.get(str(root), {}), {}
     for rel, entry in codebase_files(root):
         stat = entry.stat()
-        known = seen.get(entry.path)
+        known = known_here.get(rel)
         if known and known[0] == stat.st_size and known[1] == stat.st_mtime_ns:
-            files[rel] = known[2]
+            files[rel], now_here[rel] = known[2], known
         else:
             files[rel] = digest_of(root / rel)
             if stat.st_mtime_ns < began - 10**9:
-                seen[entry.path] = (stat.st_size, stat.st_mtime_ns, files[rel])
+                now_here[rel] = (stat.st_size, stat.st_mtime_ns, files[rel])
+    seen[str(root)] = now_here  # the files there now: what was deleted is forgotten, so the cache stays its size
     return files
 
 
-seen = {}  # path -> (size, mtime, sha256): what manifest() need not read again
+seen = {}  # root -> {path: (size, mtime, sha256)}: what manifest() need not read again
 
 
 def line_changes(old, new):
@@ -111,10 +114,26 @@ def object_path(sha):
     return OBJECTS / sha[:2] / sha[2:]
 
 
-@functools.lru_cache(maxsize=512)  # enough for the listings of the snapshots kept by default
 def read_listing(sha):
-    """A folder's listing, {name: sha256} (not to be changed: objects never change, so they are cached)."""
-    return json.loads(object_path(sha).read_bytes())
+    """A folder's listing, {name: sha256} (not to be changed: objects never change, so the newest read are kept,
+    up to LISTINGS_BYTES of their text, whatever the number of folders or snapshots)."""
+    if sha in listings_read:
+        listings_read.move_to_end(sha)
+        return listings_read[sha][0]
+    data = object_path(sha).read_bytes()
+    listings_read[sha] = json.loads(data), len(data)
+    listings_read.size = getattr(listings_read, "size", 0) + len(data)
+    while listings_read.size > LISTINGS_BYTES and len(listings_read) > 1:
+        listings_read.size -= listings_read.popitem(last=False)[1][1]
+    return listings_read[sha][0]
+
+
+class Listings(OrderedDict):
+    """sha256 -> (listing, bytes of its text), oldest read first; `size`: the bytes held."""
+
+
+listings_read = Listings()
+LISTINGS_BYTES = 4 << 20  # of listing text kept in memory (the dicts made from it take a few times that)
 
 
 def has_object(sha):
@@ -127,11 +146,18 @@ def store_object(data):
     if sha not in stored and not object_path(sha).exists():
         write_atomically(object_path(sha), data)
         os.chmod(object_path(sha), 0o444)  # shared by every snapshot that has this content: not to be edited
-    stored.add(sha)
+    remember_stored(sha)
     return sha
 
 
+def remember_stored(sha):
+    if len(stored) >= STORED_KNOWN:  # a cache of what exists on disk: forgetting costs a stat, never a write
+        stored.clear()
+    stored.add(sha)
+
+
 stored = set()  # the sha256 of objects known to be in backups/objects/
+STORED_KNOWN = 200_000  # at most (about 20 MB): more than the objects of a large codebase's kept snapshots
 
 
 def listings(files):
@@ -176,7 +202,7 @@ def snapshot(index, kind, iteration, root=ROOT, files=None):
     for rel, sha in files.items():
         if sha not in stored and not object_path(sha).exists():
             files[rel] = store_object((root / rel).read_bytes())  # what is stored is listed, even if it changed
-        stored.add(files[rel])
+        remember_stored(files[rel])
     listing, folders = listings(files)
     digest = hashlib.sha256(listing).hexdigest()
     newest.clear()
@@ -216,19 +242,26 @@ def stays_inside(rel):
     return os.path.realpath(ROOT / rel).startswith(os.path.realpath(ROOT) + os.sep)
 
 
-def prune(index):
-    """Bound backups/: keep genesis, the last KEEP_LAST snapshots, the newest of each day and the newest
-    KEEP_GOOD known-good ones (all the walk-back could want); delete the rest and the objects only they had.
-    Done once a tenth of KEEP_LAST more has gathered, so that its cost is spread over the iterations."""
-    snapshots = index["snapshots"]
-    if len(snapshots) <= KEEP_LAST + 1 + KEEP_LAST // 10:
+def prune(index, now=None):
+    """Bound backups/ by the retention policy: genesis, the snapshots a person restored to or kept (pinned), the
+    newest KEEP_GOOD known-good ones (all the walk-back could want), the last KEEP_LAST, and every landing of
+    the last KEEP_LANDED_DAYS are always kept; of older ones, the newest of each day for KEEP_DAILY_DAYS, then
+    the newest of each week, while backups/ stays under BACKUPS_BYTES (the oldest go first). The rest, and the
+    objects only they had, are deleted. Done once a tenth more has gathered since the last time, or on a new
+    day, so that its cost is spread over the iterations."""
+    snapshots, now = index["snapshots"], now or datetime.now(timezone.utc).replace(tzinfo=None)
+    last = index.get("pruned", {})
+    if len(snapshots) <= max(KEEP_LAST + 1, last.get("kept", 0)) + KEEP_LAST // 10 and \
+            last.get("day", f"{now:%Y-%m-%d}") == f"{now:%Y-%m-%d}":
         return
-    keep = {snapshots[0]["id"]} | {e["id"] for e in snapshots[-KEEP_LAST:]}
-    keep |= {e["id"] for e in [e for e in snapshots if e["good"]][-KEEP_GOOD:]}
-    keep |= {e["id"] for e in {e["time"][:10]: e for e in snapshots}.values()}
-    listed = set().union(*(folders_of(e).values() for e in snapshots if e["id"] in keep))
-    wanted = listed | {sha for listing in listed for sha in read_listing(listing).values()}
+    keep, spare = retained(snapshots, now)
+    wanted = objects_of(snapshots, keep | spare)
+    while spare and size_of(wanted) > BACKUPS_BYTES:  # over the cap: the oldest of those kept by age go first
+        spare -= set(sorted(spare, key=int)[:max(1, len(spare) // 10)])
+        wanted = objects_of(snapshots, keep | spare)
+    keep |= spare
     index["snapshots"] = [e for e in snapshots if e["id"] in keep]
+    index["pruned"] = {"kept": len(index["snapshots"]), "day": f"{now:%Y-%m-%d}"}
     save_index(index)
     for entry in [e for e in snapshots if e["id"] not in keep]:
         shutil.rmtree(BACKUPS / entry["id"], ignore_errors=True)
@@ -238,6 +271,36 @@ def prune(index):
             if folder.name + item.name not in wanted:
                 os.unlink(item.path)
                 stored.discard(folder.name + item.name)
+
+
+def retained(snapshots, now):
+    """(the ids always kept, the ids kept by their age while room allows) under the retention policy."""
+    def age(entry):
+        return now - datetime.strptime(entry["time"][:19], "%Y-%m-%d %H:%M:%S")
+    keep = {snapshots[0]["id"]} | {e["id"] for e in snapshots[-KEEP_LAST:] + [e for e in snapshots if e.get("pinned")]}
+    keep |= {e["id"] for e in [e for e in snapshots if e["good"]][-KEEP_GOOD:]}
+    keep |= {e["id"] for e in snapshots if e["kind"] == "landed" and age(e) <= timedelta(days=KEEP_LANDED_DAYS)}
+    daily = {e["time"][:10]: e for e in snapshots if age(e) <= timedelta(days=KEEP_DAILY_DAYS)}
+    weekly = {datetime.strptime(e["time"][:10], "%Y-%m-%d").isocalendar()[:2]: e for e in snapshots}
+    return keep, {e["id"] for e in [*daily.values(), *weekly.values()]} - keep
+
+
+def objects_of(snapshots, ids):
+    """The objects (contents and listings) the snapshots `ids` hold."""
+    listed = set().union(*(folders_of(e).values() for e in snapshots if e["id"] in ids))
+    return listed | {sha for listing in listed for sha in read_listing(listing).values()}
+
+
+def size_of(objects):
+    return sum(object_path(sha).stat().st_size for sha in objects if object_path(sha).exists())
+
+
+def retention(index):
+    """What the retention policy keeps, in words, for --status."""
+    pinned = sum(1 for e in index["snapshots"] if e.get("pinned"))
+    return (f"kept: the last {KEEP_LAST}, every landing of the last {KEEP_LANDED_DAYS} day(s), one a day for "
+            f"{KEEP_DAILY_DAYS} days, one a week before, within {BACKUPS_BYTES >> 20:,} MB; {pinned} kept by hand "
+            "(--keep ID)")
 
 
 def remove_empty_parents(path, root=ROOT):

@@ -13,7 +13,7 @@ from . import backends, record
 from .console import printable
 from .ledger import pacific_day
 from .settings import BACKUPS, INDEX, QUOTA, ROOT, TASKS, load_json
-from .snapshots import current, load_index, run_worked
+from .snapshots import current, load_index, retention, run_worked
 
 
 def show_status(holder):
@@ -40,6 +40,7 @@ def show_status(holder):
               f"{model_state(quota.get(model, {}), now)}")
     index = load_index() if INDEX.exists() else {"snapshots": []}
     print(f"backups: {len(index['snapshots'])} snapshot(s), {disk_use(BACKUPS) / 1e6:.1f} MB; {where_it_stands(index)}")
+    print(f"  {retention(index)}")
     return 0
 
 

@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import signal
+import stat
 import site
 import subprocess
 import sys
@@ -51,8 +52,9 @@ def sync_work(here=None):
     blobs["iteration_log.md"] = tail_of(LOG, LOG_SHOWN)
     provided.clear()
     provided.update({rel: hashlib.sha256(data).hexdigest() for rel, data in blobs.items()})
-    mirror(WORK, {**(manifest(ROOT) if here is None else here), **provided},
-           {provided[rel]: data for rel, data in blobs.items()})
+    here = manifest(ROOT) if here is None else here
+    edits = {sha: (ROOT / rel).read_bytes() for rel, sha in here.items() if not has_object(sha)}  # not yet snapshotted
+    mirror(WORK, {**here, **provided}, {**edits, **{provided[rel]: data for rel, data in blobs.items()}})
     untrusted.wipe(SCRATCH)
     SCRATCH.mkdir(parents=True)
 
@@ -61,16 +63,24 @@ def mirror(tree, wanted, blobs=None):
     """Make `tree` hold exactly `wanted` ({path: sha256}, the bytes from `blobs` by sha256 or else the object
     store), rebuilt whole when what is there cannot be trusted."""
     tree.mkdir(parents=True, exist_ok=True)
+    folders, modes = {}, {}
     try:
-        there = fingerprint(tree, max_files=WORK_FILES, max_bytes=WORK_BYTES)
+        there = fingerprint(tree, max_files=WORK_FILES, max_bytes=WORK_BYTES, folders=folders, modes=modes)
     except Untrusted:
         untrusted.wipe(tree)
         tree.mkdir(parents=True)
         there = {}
     for rel in there.keys() - wanted.keys():
         untrusted.remove(tree, rel)
+    needed = {rel[:cut] for rel in wanted for cut in [i for i, c in enumerate(rel) if c == "/"]}
+    for folder in sorted(folders, key=lambda rel: -rel.count("/")):  # what a run made or closed: gone, or opened
+        if folder not in needed:
+            untrusted.remove(tree, folder)
+        elif stat.S_IMODE(folders[folder]) != 0o755:
+            os.chmod(tree / folder, 0o755)
+    os.chmod(tree, 0o755)
     for rel, sha in wanted.items():
-        if there.get(rel) != sha:
+        if there.get(rel) != sha or stat.S_IMODE(modes.get(rel, 0o644)) != 0o644:
             untrusted.write(tree, rel, blobs[sha] if sha in (blobs or {}) else object_path(sha).read_bytes())
 
 
@@ -122,18 +132,24 @@ def change_between(old, new):
     return (kind, *line_changes(text[old], text[new]))
 
 
-def fingerprint(tree, skip=lambda rel, folder: False, max_files=None, max_bytes=None, store=False, new_bytes=None):
+def fingerprint(tree, skip=lambda rel, folder: False, max_files=None, max_bytes=None, store=False, new_bytes=None,
+                folders=None, modes=None):
     """{path: sha256} of the files in `tree`, read without links and bounded (see untrusted.scan). A file whose size,
     times and inode are as when it was last read is not read again (its ctime cannot be set by the code that
     changed it). With `store`, each file's bytes are kept in the object store, after checking that those not
-    known from before come to at most `new_bytes`."""
+    known from before come to at most `new_bytes`. `folders` and `modes`, when given, get {path: mode} of the
+    folders and of the files."""
     began, found = time.time_ns(), {}
-    listed = untrusted.scan(tree, skip, max_files, max_bytes)
+    listed = untrusted.scan(tree, skip, max_files, max_bytes, folders)
+    if modes is not None:
+        modes.update({rel: info.st_mode for rel, info in listed.items()})
     unknown = {rel: info for rel, info in listed.items()
                if fingerprints.get((tree, rel), (None,))[0] != stamp(info)}
     if new_bytes is not None and sum(info.st_size for info in unknown.values()) > new_bytes:
         raise Untrusted(f"the run wrote {sum(i.st_size for i in unknown.values()) >> 20:,} MB of files; a landing "
                         f"takes at most {new_bytes >> 20:,} MB (SEED_LANDING_MB)")
+    for stale in [key for key in fingerprints if key[0] == tree and key[1] not in listed]:
+        del fingerprints[stale]  # what is gone is forgotten: the cache holds what the tree holds
     for rel, info in listed.items():
         if rel in unknown:
             data = untrusted.read(tree, rel, info.st_size)
@@ -151,10 +167,12 @@ def stamp(info):
     return info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino
 
 
-def judged_copy(files):
-    """Lay out the candidate for the gate in .seed/judged/: its files and the tests that the keeper provides,
-    nothing else; the gate's checks may read it and not write it."""
-    blobs = {rel: (ROOT / rel).read_bytes() for rel in [*TEST_SUPPORT, CONTRACT] if (ROOT / rel).is_file()}
+def judged_copy(files, with_contract=False):
+    """Lay out the candidate for the gate in .seed/judged/: its files and, when the seed's contract is to run, the
+    contract and what it needs (its conftest.py would clash with one of the model's otherwise); nothing else.
+    The gate's checks may read it and not write it."""
+    support = [*TEST_SUPPORT, CONTRACT] if with_contract else []
+    blobs = {rel: (ROOT / rel).read_bytes() for rel in support if (ROOT / rel).is_file()}
     support = {rel: hashlib.sha256(data).hexdigest() for rel, data in blobs.items()}
     mirror(JUDGED, {**files, **support}, {support[rel]: data for rel, data in blobs.items()})
     untrusted.wipe(SCRATCH)  # what the seed's run left in its temporary folder is not the gate's
@@ -165,24 +183,32 @@ def land(changes, files):
     """Write a change that passed the gate into the folder, from the bytes the gate judged (never the working
     copy), crash-safely: backups/landing.json lists them first. Returns the plan ({path: sha256 of its new
     content, or None where it is deleted}) and the paths not landed because the folder has a symlink there
-    that leads out of it."""
+    that leads out of it, or a folder where a file would go."""
     outside = [rel for rel, *_ in changes if not stays_inside(rel)]
     plan = {rel: files.get(rel) for rel, *_ in changes if rel not in outside}
     write_atomically(LANDING, json.dumps(plan))
-    apply_landing(plan)
+    outside += apply_landing(plan)
     LANDING.unlink()
-    return plan, outside
+    return {rel: sha for rel, sha in plan.items() if rel not in outside}, outside
 
 
 def apply_landing(plan):
-    for rel, sha in plan.items():
+    """Deletions first, the deepest first (a folder that becomes a file is emptied before the file is written);
+    returns the paths not written because something of the person's that is not a file stands in the way."""
+    in_the_way = []
+    for rel, sha in sorted(plan.items(), key=lambda item: (item[1] is not None, -item[0].count("/"))):
         if not stays_inside(rel):  # a plan written by hand, or a symlink made since
             continue
         if sha is None:
-            (ROOT / rel).unlink(missing_ok=True)
+            if (ROOT / rel).is_file() or (ROOT / rel).is_symlink():
+                (ROOT / rel).unlink()
             remove_empty_parents(ROOT / rel)
-        else:
+            continue
+        try:
             write_atomically(ROOT / rel, object_path(sha).read_bytes())
+        except (IsADirectoryError, NotADirectoryError, FileExistsError):
+            in_the_way.append(rel)
+    return in_the_way
 
 
 def finish_landing():
@@ -204,7 +230,10 @@ def read_record():
 
 # --- running the model's code -----------------------------------------------------------------
 PASSED = {"PATH", "LANG", "LANGUAGE", "TZ", "TERM", "PYTHONPATH", "PYTHONIOENCODING", "PYTHONUTF8",
-          "LD_LIBRARY_PATH"}  # the variables of the user's environment a run gets (and LC_*): what Python needs
+          "LD_LIBRARY_PATH"}  # the variables of the user's environment a run gets (and LOCALE's): what Python needs
+LOCALE = {f"LC_{name}" for name in ("ALL", "CTYPE", "COLLATE", "MESSAGES", "MONETARY", "NUMERIC", "TIME", "ADDRESS",
+                                    "IDENTIFICATION", "MEASUREMENT", "NAME", "PAPER", "TELEPHONE")}  # not any LC_*:
+# ssh passes LC_* through, and people carry tokens in made-up ones
 
 
 def confinement():
@@ -322,7 +351,7 @@ def python(script, *args):
 def clean_env(**settings):
     """The run's environment: a short allow-list of this process's (never a key, a token or a password of the
     user's shell), a HOME in the run's temp folder, plus settings."""
-    env = {name: value for name, value in os.environ.items() if name in PASSED or name.startswith("LC_")}
+    env = {name: value for name, value in os.environ.items() if name in PASSED or name in LOCALE}
     if site.ENABLE_USER_SITE:  # packages installed with pip --user, found though HOME moved
         env["PYTHONUSERBASE"] = site.getuserbase()
     return {**env, "HOME": str(SCRATCH), "PYTHONDONTWRITEBYTECODE": "1", **settings}

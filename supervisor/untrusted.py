@@ -20,10 +20,10 @@ class Untrusted(Exception):
     """The tree holds what the keeper will not take: a link, a FIFO, too much, too deep; one line says what."""
 
 
-def scan(top, skip=lambda rel, is_folder: False, max_files=None, max_bytes=None):
+def scan(top, skip=lambda rel, is_folder: False, max_files=None, max_bytes=None, folders=None):
     """{path: lstat} of the regular files beneath top (relative, "/"-separated), not entering what `skip` says;
     Untrusted on anything else (a link, a device, a FIFO, a name that is not text), or past the bounds (files
-    and folders; bytes)."""
+    and folders; bytes). `folders`, when given, gets {folder: its mode} of every folder entered."""
     max_files, max_bytes = max_files or 1 << 62, max_bytes or 1 << 62
     found, total, entries, pending = {}, 0, 0, [""]
     while pending:
@@ -37,6 +37,8 @@ def scan(top, skip=lambda rel, is_folder: False, max_files=None, max_bytes=None)
                     raise Untrusted(f"more than {max_files:,} files and folders")
                 info = os.stat(entry.name, dir_fd=fd, follow_symlinks=False)
                 if stat.S_ISDIR(info.st_mode):
+                    if folders is not None:
+                        folders[rel] = info.st_mode
                     if not skip(rel, True):
                         if rel.count("/") >= MAX_DEPTH:
                             raise Untrusted(f"{rel}/: folders more than {MAX_DEPTH} deep")
@@ -204,9 +206,13 @@ def clear(folder, name, path, keep_file=False):
         os.unlink(name, dir_fd=folder)
 
 
+def plain_text(name):
+    """Whether a name is one the log, the page and git can carry: UTF-8 text without control characters."""
+    return not any(ord(c) < 32 or ord(c) == 127 or 0xDC80 <= ord(c) <= 0xDCFF for c in name)
+
+
 def check_name(rel):
-    """A path the log, the page and git can carry: UTF-8 text without control characters."""
-    if any(ord(c) < 32 or ord(c) == 127 or 0xDC80 <= ord(c) <= 0xDCFF for c in rel):
+    if not plain_text(rel):
         raise Untrusted(f"{rel.encode('utf-8', 'surrogateescape')!r}: a name that is not plain text")
 
 

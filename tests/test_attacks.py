@@ -235,3 +235,137 @@ def test_the_keepers_files_and_folders_never_land_whatever_their_case(workspace,
     assert not (workspace / name).exists() or (workspace / name).read_text() != "print('the model was here')\n"
     assert not [p for p in files_in(workspace) if b"the model was here" in p.read_bytes()
                 and ".seed" not in p.parts and "backups" not in p.parts]
+
+
+# --- found by a red team of the cascade gate and the working copy --------------------------------
+CALC = ("calc.py", "def add(a, b):\n    return a + b\n")
+BROKEN_CALC = ("calc.py", "def add(a, b):\n    return a - b\n")
+HIDDEN_DEPENDENCIES = {  # a test that reaches a changed module by a way the selection must follow or give up on
+    "a src layout put on sys.path": (
+        [("src/app.py", "def add(a, b):\n    return a + b\n"),
+         ("tests/test_app.py", "import pathlib\nimport sys\nsys.path.insert(0, str(pathlib.Path(__file__).parent.parent"
+                               " / 'src'))\nfrom app import add\n\n\ndef test_add():\n    assert add(2, 2) == 4\n")],
+        [("src/app.py", "def add(a, b):\n    return a - b\n")]),
+    "a helper beside the tests": (
+        [("tests/helpers.py", "def add(a, b):\n    return a + b\n"),
+         ("tests/test_h.py", "from helpers import add\n\n\ndef test_add():\n    assert add(2, 2) == 4\n")],
+        [("tests/helpers.py", "def add(a, b):\n    return a - b\n")]),
+    "pytest.importorskip": (
+        [CALC, ("tests/test_opt.py", "import pytest\n\ncalc = pytest.importorskip('calc')\n\n\n"
+                                     "def test_add():\n    assert calc.add(2, 2) == 4\n")], [BROKEN_CALC]),
+    "a fixture in a test package's conftest.py": (
+        [CALC, ("tests/unit/__init__.py", "# a package\n"),
+         ("tests/unit/conftest.py", "import pytest\nfrom calc import add\n\n\n@pytest.fixture\ndef adder():\n"
+                                    "    return add\n"),
+         ("tests/unit/test_fix.py", "def test_add(adder):\n    assert adder(2, 2) == 4\n")], [BROKEN_CALC]),
+    "a data file read by configparser": (
+        [("settings.ini", "[calc]\nfactor = 2\n"),
+         ("config.py", "import configparser\nCFG = configparser.ConfigParser()\nCFG.read('settings.ini')\n\n\n"
+                       "def factor():\n    return CFG.getint('calc', 'factor')\n"),
+         ("tests/test_config.py", "from config import factor\n\n\ndef test_factor():\n    assert factor() == 2\n")],
+        [("settings.ini", "[calc]\nfactor = 3\n")]),
+    "a test package's __init__.py": (
+        [("tests/unit/__init__.py", "# a package\n"), CALC,
+         ("tests/unit/test_u.py", "from calc import add\n\n\ndef test_add():\n    assert add(2, 2) == 4\n")],
+        [("tests/unit/__init__.py", "raise RuntimeError('broken package')\n")]),
+    "monkeypatch by a dotted name": (
+        [CALC, ("tests/test_mp.py", "def test_add(monkeypatch):\n    monkeypatch.setattr('calc.add', lambda a, b: 4)\n"
+                                    "    import sys\n    assert sys.modules['calc'].add(2, 2) == 4\n")],
+        [("calc.py", "def plus(a, b):\n    return a + b\n")]),
+}
+
+
+@pytest.mark.parametrize("attack", HIDDEN_DEPENDENCIES)
+def test_a_change_that_breaks_a_test_never_lands_through_the_cascades_selection(workspace, env, gemini, outside,
+                                                                                attack):
+    first, second = HIDDEN_DEPENDENCIES[attack]
+    gemini.reply(api.answer(first)).reply(api.answer(second))
+    done = run_fallback(workspace, env, "--iterations", "2", timeout=120)
+    held(workspace, done, gemini, outside, 2)
+    assert outcomes(workspace)[0].startswith("landed") and outcomes(workspace)[1].startswith("rolled back: tests"), \
+        outcomes(workspace)
+
+
+def test_a_break_a_selection_could_not_see_is_the_codes_when_every_test_runs_never_the_worlds(workspace, env, gemini,
+                                                                                             outside):
+    loads = "import os\nCALC = type(__spec__.loader)('ca' + 'lc', os.path.join(os.path.dirname(__file__), 'ca' + " \
+            "'lc.py')).load_module()\n"  # loads calc.py by a way no reading of the code can see...
+    hidden = "import loads\n\n\ndef test_add():\n    assert loads.CALC.add(2, 2) == 4\n"
+    gemini.reply(api.answer([CALC, ("loads.py", loads), ("tests/test_hidden.py", hidden)]))
+    gemini.reply(api.answer([BROKEN_CALC]))  # ...so its break lands on a selection
+    gemini.reply(api.answer([("other.py", "x = 1\n")]))  # ...and the next gate that runs every test finds it
+    env.update(SEED_FULL_GATE_EVERY="1", SEED_FAULT_PAUSE="0")
+    done = run_fallback(workspace, env, "--iterations", "3", timeout=120)
+    held(workspace, done, gemini, outside, 3)
+    assert outcomes(workspace)[2] == "rolled back: tests failed", outcomes(workspace)  # not "waiting until ..."
+    assert "Iteration 3 was rolled back: tests failed" in (workspace / "pending_tasks.md").read_text()
+
+
+def test_modes_and_folders_a_run_leaves_are_put_right_before_the_next(keyed, env, gemini, outside):
+    (keyed / "seed.py").write_text(seed_that(
+        "import atexit\nif not pathlib.Path('other.py').exists():\n    pathlib.Path('empty_folder').mkdir()\n"
+        "    os.mkdir('later.py')\natexit.register(lambda: os.chmod('.', 0o555))"))
+    gemini.reply(api.answer([("tests/test_calc.py", "import os\n\n\ndef test_unreadable():\n    try:\n"
+                                                    "        os.chmod('seed.py', 0)\n    except OSError:\n        pass\n"),
+                             ("other.py", "x = 1\n")]))
+    for n in range(2, 4):
+        gemini.reply(api.answer([("later.py", f"x = {n}\n")]))
+    done = run_fallback(keyed, env, "--iterations", "3", timeout=120)
+    held(keyed, done, gemini, outside, 3)
+    assert outcomes(keyed) == ["landed: 2 file(s) changed", "landed: 1 file(s) changed", "landed: 1 file(s) changed"]
+    assert (keyed / "later.py").read_text() == "x = 3\n" and not (keyed / "empty_folder").exists()
+
+
+def test_a_folder_that_becomes_a_file_lands_and_the_next_start_is_clean(keyed, env, gemini, outside):
+    (keyed / "seed.py").write_text(seed_that(
+        "import shutil\nif pathlib.Path('pkg').is_dir():\n    shutil.rmtree('pkg')\n"
+        "    pathlib.Path('pkg').write_text('now a file\\n')"))
+    (keyed / "pkg").mkdir()
+    (keyed / "pkg" / "mod.py").write_text("M = 1\n")
+    gemini.reply(api.answer([("other.py", "x = 3\n")])).reply(api.answer([("other.py", "x = 4\n")]))
+    done = run_fallback(keyed, env, "--iterations", "2", timeout=120)
+    held(keyed, done, gemini, outside, 2)
+    assert outcomes(keyed) == ["landed: 3 file(s) changed", "landed: 1 file(s) changed"]
+    assert (keyed / "pkg").read_text() == "now a file\n" and not (keyed / "backups" / "landing.json").exists()
+
+
+def test_a_persons_edit_during_a_run_that_fails_is_kept_and_nothing_crashes(workspace, env, gemini, outside):
+    (workspace / "notes.py").write_text("x = 0\n")
+    edit = lambda request: (workspace / "notes.py").write_text("x = 'my edit during the run'\n")
+    gemini.reply(api.answer([BROKEN_CALC, FAILING_TEST]), hook=edit)
+    done = run_fallback(workspace, env, "--iterations", "1", timeout=120)
+    held(workspace, done, gemini, outside, 1)
+    assert outcomes(workspace) == ["rolled back: tests failed"]
+    assert (workspace / "notes.py").read_text() == "x = 'my edit during the run'\n"
+
+
+@pytest.mark.parametrize("name", [b"Icon\r", b"notes\nline.txt", b"caf\xe9.txt"])
+def test_a_persons_file_with_a_name_that_is_not_text_is_left_alone(workspace, env, gemini, outside, name):
+    with open(os.fsencode(workspace) + b"/" + name, "wb") as mine:
+        mine.write(b"mine\n")
+    gemini.reply(api.answer([("a.py", "a = 1\n")])).reply(api.answer([("b.py", "b = 1\n")]))
+    done = run_fallback(workspace, env, "--iterations", "2", timeout=120)
+    held(workspace, done, gemini, outside, 2)
+    assert outcomes(workspace) == ["landed: 1 file(s) changed"] * 2
+    assert open(os.fsencode(workspace) + b"/" + name, "rb").read() == b"mine\n"
+
+
+def test_a_test_that_writes_facts_of_its_own_does_not_count_toward_the_ratchet(workspace, env, gemini, outside):
+    two = "def test_one():\n    pass\n\n\ndef test_two():\n    pass\n"
+    ghost = ("import json, os, sys\n\n\ndef test_one():\n    for fd in range(3, 64):\n        try:\n"
+             "            os.write(fd, (json.dumps({'test': 'tests/test_two.py::ghost', 'when': 'call', "
+             "'outcome': 'passed'}) + '\\n').encode())\n        except OSError:\n            pass\n")
+    gemini.reply(api.answer([("tests/test_two.py", two)])).reply(api.answer([("tests/test_two.py", ghost)]))
+    done = run_fallback(workspace, env, "--iterations", "2", timeout=120)
+    held(workspace, done, gemini, outside, 2)
+    assert outcomes(workspace) == ["landed: 1 file(s) changed", "rolled back: tests removed: 2 passing before, 1 now"]
+
+
+def test_a_made_up_locale_variable_of_the_shell_never_reaches_the_run(keyed, env, gemini, outside):
+    env.update(LC_SECRET="lcSECRETSECRET789", LC_ALL="C.UTF-8")
+    (keyed / "seed.py").write_text(seed_that("import json\npathlib.Path('env.txt').write_text(json.dumps(dict(os.environ)))"))
+    gemini.reply(api.answer([("other.py", "x = 3\n")]))
+    done = run_fallback(keyed, env, "--iterations", "1", timeout=120)
+    held(keyed, done, gemini, outside, 1)
+    seen = (keyed / "env.txt").read_text()
+    assert "SECRETSECRET" not in seen and '"LC_ALL": "C.UTF-8"' in seen

@@ -29,22 +29,22 @@ def test_a_change_runs_the_tests_it_can_affect_and_every_test_when_it_must(works
     gemini.reply(api.answer(CODEBASE))
     gemini.reply(api.answer([("a.py", "def one():\n    return 1  # the same\n")]))    # a: test_a, test_b; test_dyn
     gemini.reply(api.answer([("c.py", "def three():\n    return 3  # the same\n")]))  # c: test_c; test_dyn
-    gemini.reply(api.answer([("data.txt", "ok \n")]))                                  # data: test_data; test_dyn
     gemini.reply(api.answer([("a.py", "def one():\n    return 2\n")]))               # breaks test_a and test_b
+    gemini.reply(api.answer([("data.txt", "ok \n")]))                                  # data: every test
     gemini.reply(api.answer([("c.py", "def three():\n    return 3  # again\n")]))
-    env["SEED_FULL_GATE_EVERY"] = "3"
+    env["SEED_FULL_GATE_EVERY"] = "2"
     done = run_fallback(workspace, env, "--iterations", "6", timeout=180)
     assert done.returncode == 0, done.stderr
     assert outcomes(workspace) == ["landed: 9 file(s) changed", "landed: 1 file(s) changed",
-                                   "landed: 1 file(s) changed", "landed: 1 file(s) changed",
-                                   "rolled back: tests failed", "landed: 1 file(s) changed"]
+                                   "landed: 1 file(s) changed", "rolled back: tests failed",
+                                   "landed: 1 file(s) changed", "landed: 1 file(s) changed"]
     assert lines_about_tests(workspace) == [
         "5 of the model's pass; the gate ran all test files",
         "5 of the model's pass; the gate ran 3 of 5 test files, those this change can affect",
         "5 of the model's pass; the gate ran 2 of 5 test files, those this change can affect",
-        "5 of the model's pass; the gate ran 2 of 5 test files, those this change can affect",
-        "0 of the model's pass; the gate ran all test files",  # three landings on a selection: all again, failing fast
-        "5 of the model's pass; the gate ran all test files"]
+        "0 of the model's pass; the gate ran all test files",  # two landings on a selection: all again, failing fast
+        "5 of the model's pass; the gate ran all test files",  # a data file changed: anything may read it
+        "5 of the model's pass; the gate ran 2 of 5 test files, those this change can affect"]
     assert "test_a.py" in (workspace / "pending_tasks.md").read_text()  # the first affected test, failing
 
 
@@ -62,3 +62,8 @@ def test_a_changed_seed_or_conftest_runs_every_test(workspace, env, gemini):
     assert selection.affected(tests, [("tests/sub/conftest.py", "new", 1, 0)], files) == (tests, False)
     assert selection.affected(tests, [("c.py", "changed", 1, 1)], files) == (["tests/test_c.py", "tests/test_dyn.py"],
                                                                                True)
+    spaced = {rel: load_keeper("snapshots").store_object(text.encode()) for rel, text in [  # a namespace package
+        ("pkg/mod.py", "M = 1\n"), ("pkg/other.py", "O = 1\n"), ("tests/test_mod.py", "from pkg import mod\n"),
+        ("tests/test_other.py", "from pkg import other\n")]}
+    assert selection.affected(["tests/test_mod.py", "tests/test_other.py"], [("pkg/mod.py", "changed", 1, 1)],
+                              spaced) == (["tests/test_mod.py"], True)

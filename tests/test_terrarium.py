@@ -177,6 +177,6 @@ def test_a_symlink_in_the_folder_is_no_way_out_when_a_change_lands(workspace, en
     assert done.returncode == 0, done.stderr
     assert list(outside.iterdir()) == [] and (workspace / "inside.py").exists()
     assert outcomes(workspace) == ["landed: 1 file(s) changed",
-                                   "no change: what changed would leave the folder through a symlink"]
-    assert "- Not landed (a symlink in the folder leads out of it): outside_link/evil.py" in \
+                                   "no change: a symlink out of the folder, or a folder, stands where it would land"]
+    assert "- Not landed (a symlink out of the folder, or a folder, stands there): outside_link/evil.py" in \
         (workspace / "iteration_log.md").read_text()
