@@ -47,6 +47,8 @@ CREATE TABLE IF NOT EXISTS kept (name TEXT PRIMARY KEY, content BLOB);
 CREATE INDEX IF NOT EXISTS requests_by_iteration ON requests (iteration);
 """
 JSON_COLUMNS = ("files", "tasks", "done", "passing", "scores", "facts")
+LISTS = ("files", "tasks", "done", "facts")
+LIGHT = ("number", "ended", "kind", "outcome", "restored", "model", "files", "score", "scores")  # an older card's
 
 
 class Kind(Enum):
@@ -302,21 +304,26 @@ def reader(root=ROOT):
     return sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
 
 
-def iterations(root=ROOT, since=0, last=None, number=None):
+def iterations(root=ROOT, since=0, last=None, number=None, light=False):
     """The iterations after `since` in order (or the `last` few, or the one `number`), each a dict of the row
-    (JSON columns read)."""
+    (JSON columns read); `light`: only the LIGHT columns read, the others empty (a page of 100,000 iterations
+    shows most as one line)."""
     db = reader(root)
     if db is None:
         return []
+    columns = LIGHT if light else COLUMNS
     where = ("number = ?", number) if number is not None else ("number > ?", since)
-    query = f"SELECT {', '.join(COLUMNS)} FROM iterations WHERE {where[0]} ORDER BY number DESC"
-    rows = [dict(zip(COLUMNS, values)) for values in db.execute(query + (f" LIMIT {int(last)}" if last else ""),
+    query = f"SELECT {', '.join(columns)} FROM iterations WHERE {where[0]} ORDER BY number DESC"
+    rows = [dict(zip(columns, values)) for values in db.execute(query + (f" LIMIT {int(last)}" if last else ""),
                                                                  (where[1],))][::-1]
     db.close()
     for row in rows:
-        for key in JSON_COLUMNS:
-            row[key] = json.loads(row[key]) if row[key] else ([] if key in ("files", "tasks", "done", "facts")
-                                                             else None)
+        for key in COLUMNS:
+            value = row.get(key)
+            if key in JSON_COLUMNS:
+                row[key] = json.loads(value) if value else [] if key in LISTS else None
+            elif key not in row:
+                row[key] = "" if key == "output" else None
     return rows
 
 

@@ -48,10 +48,14 @@ FAILURE = re.compile(r"\s*\[failure (\w+): (\d+) times? since ([^,\]]+), first a
 
 
 # --- reading the record -----------------------------------------------------------------------
-def read_iterations(root):
+def read_iterations(root, whole=None):
     """The iterations of the record in order, each {number, time, heading_time, outcome, kind, tasks, facts,
-    output, restored, files, model, score, scores}."""
-    return [{**section_of(row), "root": root} for row in record.iterations(root)]
+    output, restored, files, model, score, scores}; with `whole`, only the newest `whole` have their tasks, facts
+    and output (the others are shown as one row)."""
+    rows = record.iterations(root, light=whole is not None)
+    if whole:
+        rows[-whole:] = record.iterations(root, last=whole)
+    return [{**section_of(row), "root": root} for row in rows]
 
 
 def section_of(row):
@@ -284,7 +288,7 @@ def write_report(root, quotas=None):
     """Write root/report.html from the record (atomically); its path. `quotas`: {model: requests a day},
     by default as models.py knows them."""
     root = Path(root)
-    sections, snapshots, ledger = read_iterations(root), read_index(root), record.ledger(root)
+    sections, snapshots, ledger = read_iterations(root, FULL_CARDS), read_index(root), record.ledger(root)
     known, used = load_cache(root), {"folders": {}, "diffs": {}}
     counts = measure_states(root, snapshots, known["folders"], used["folders"])
     pairs = pair_landings(sections, snapshots)
