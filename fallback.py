@@ -3,6 +3,7 @@
     python fallback.py                   run forever; Ctrl+C stops cleanly, running again resumes
     python fallback.py --iterations 3    stop after three iterations
     python fallback.py --demo            three iterations offline, in a throwaway copy
+    python fallback.py --show 12         what iteration 12 asked the model, what it answered, what came of it
     python fallback.py --help            all options
 
 Each iteration: the gateway chooses the model and the prompt budget (or says to wait); the folder is
@@ -64,14 +65,15 @@ SPEC = importlib.util.spec_from_file_location("supervisor", ROOT / "supervisor" 
 sys.modules["supervisor"] = importlib.util.module_from_spec(SPEC)  # by its path: no other "supervisor" stands in
 SPEC.loader.exec_module(sys.modules["supervisor"])
 
-from supervisor import (backends, demo, export, gate, journal, report as page,  # noqa: E402
-                        snapshots as snap, status, terrarium)
+from supervisor import (backends, demo, evaluate, export, gate, journal, record as book,  # noqa: E402
+                        report as page, snapshots as snap, status, terrarium)
 from supervisor.untrusted import Untrusted  # noqa: E402
 from supervisor.console import (redact, report, say, show_iteration, show_phase, start_status_line,  # noqa: E402
                                 summary)
 from supervisor.settings import (BACKOFF, BACKUPS, DRY_SPELL, EX_CONFIG, EX_UNAVAILABLE, FAULT_PAUSE,  # noqa: E402
                                  FULL_GATE_EVERY, GUARDED, LOCK, LOG, NOT_CODE, PROBLEMS, PROMPT_TOKENS,
-                                 REQUESTS_PER_RUN, RESTORING, SANDBOX_REQUIRED, STEERING, SUSPICION, UNDER_WAY, WORK,
+                                 REQUESTS_PER_RUN, RESTORING, SANDBOX_REQUIRED, SETTLING, STEERING, SUSPICION,
+                                 UNDER_WAY, WORK,
                                  load_json, save_json, write_atomically)
 from supervisor.answers import CHARS_PER_TOKEN  # noqa: E402
 from supervisor.settings import NAMED, source_of  # noqa: E402
@@ -94,7 +96,8 @@ def run_iteration(number, index, args, session, gateway):
     show_phase("running seed.py")
     try:
         code, output = run_seed(args.timeout, gateway, plan)
-        result = {"confinement": CONFINEMENT.text, "refusals": refusals(output), "changes": [], "not_landed": []}
+        result = {"confinement": CONFINEMENT.text, "refusals": refusals(output), "changes": [], "not_landed": [],
+                  "start": start["id"]}
         failure = take_and_judge(code, output, start, gateway.close_run(plan["token"]), shown, result, index)
     except KeyboardInterrupt:
         session["interrupted"] = journal.account(journal.read_record(b""), gateway.close_run(plan["token"], linger=0),
@@ -114,7 +117,8 @@ def run_iteration(number, index, args, session, gateway):
         session.update(suspect=None, world=None, pause=0)
         settle_run(number, index, start, code, output, result)
     if record["answered"] and not result["outcome"].startswith("landed"):
-        gateway.record_waste(record["model"], re.split(r"[:(]", result.get("reason") or "no change")[0].strip())
+        result["waste"] = re.split(r"[:(]", result.get("reason") or "no change")[0].strip()
+        gateway.record_waste(record["model"], result["waste"])
     return result
 
 
@@ -159,7 +163,11 @@ def take_and_judge(code, output, start, use, shown, result, index):
     except Untrusted as why:
         result.setdefault("record", journal.account(journal.read_record(b""), use, shown))
         return f"{gate.Failure.UNTRUSTED.value}: {why}", ""
-    return judge(code, result, output, start, index)
+    began = time.monotonic()
+    try:
+        return judge(code, result, output, start, index)
+    finally:
+        result["gate_seconds"] = round(time.monotonic() - began, 3)
 
 
 def refusals(output):
@@ -198,6 +206,7 @@ def land(number, index, start, result):
     made during the run, are kept as a snapshot first."""
     if snap.edited_since(start, [rel for rel, *_ in result["changes"]]):
         snap.snapshot(index, "before", number)
+    write_atomically(SETTLING, json.dumps({"iteration": number, "start": start["id"]}))  # until its row is written
     plan, result["outside"] = terrarium.land(result["changes"], result["files"])
     if not plan:
         result.update(outcome="no change: a symlink out of the folder, or a folder, stands where it would land",
@@ -205,8 +214,11 @@ def land(number, index, start, result):
         return
     landed = {rel: sha for rel, sha in {**snap.files_of(start), **plan}.items() if sha}
     entry = snap.snapshot(index, "landed", number, files=landed)  # the new known-good candidate; the report's "after"
+    result["after"] = entry["id"]
     if result.get("passing") is not None:
         entry["passing"] = result["passing"]  # the ratchet's counts for changes that start from here
+    if result.get("score") is not None:
+        entry["score"] = result["score"]  # the score a change that starts from here must keep (SEED_RATCHET=score)
     entry["judged"] = result.get("tests_ran")  # which tests its gate ran (see fully_judged)
     partial = result.get("tests_ran") != gate.EVERY_TEST  # the cadence: how long landings rest on a selection
     index["partial_landings"] = index.get("partial_landings", 0) + 1 if partial else 0
@@ -316,7 +328,29 @@ def judge(code, result, output, start, index):
     before = start.get("passing") if isinstance(start.get("passing"), dict) else None
     full = index["partial_landings"] >= FULL_GATE_EVERY if "partial_landings" in index else True
     failure, result["passing"], result["tests_ran"] = gate.gate(result["changes"], result["files"], before, full)
-    return failure
+    return failure or judge_score(result, start)
+
+
+def judge_score(result, start):
+    """Score a change that passed the gate with the person's evaluate.py (if there is one): None, or why it fails (its
+    score fell, under SEED_RATCHET=score, or it broke the evaluator). An evaluator that fails at the known-good state
+    too is the person's file to fix: one line, no task, and the change is judged without it."""
+    if not evaluate.present():
+        return None
+    show_phase("scoring the change with evaluate.py")
+    found = evaluate.score_of(result["files"])
+    if "problem" in found:
+        if "problem" in evaluate.score_of(snap.files_of(start)):
+            say(f"{found['problem']} at the last known-good state too: evaluate.py is yours to fix (no task for the "
+                "model; the change is judged without a score)")
+            return None
+        return (f"{found['problem']} on this change, and not at the last known-good state", found["output"]) \
+            if evaluate.RATCHET else None
+    result["score"], result["scores"] = found["score"], found
+    before = start.get("score")
+    if evaluate.RATCHET and before is not None and found["score"] < before - evaluate.TOLERANCE:
+        return f"score fell from {before:g} to {found['score']:g}", ""
+    return None
 
 
 def roll_back(index, start, seed_ran, number, bad, result):
@@ -362,13 +396,14 @@ def supervise(args, index, gateway):
     """Run iterations until --iterations is reached; the exit code."""
     totals, done, dry, grown_from = Counter(), 0, 0, snap.codebase_size()
     session = {"bad": set(), "pause": 0, **suspicion(index)}  # see settle_failure
-    index["iteration"] = max(index["iteration"], journal.last_logged_iteration())  # the index may not be saved
+    # the index may not have been saved: the log and the record know the last iteration too
+    index["iteration"] = max(index["iteration"], journal.last_logged_iteration(), book.last_number())
     start_status_line()
     try:
         while args.iterations == 0 or done < args.iterations:
             index["iteration"] += 1
             show_iteration(index["iteration"])
-            began = time.monotonic()
+            began, started = time.monotonic(), book.utc_now()
             try:
                 snap.save_index(index)
                 recover(index)
@@ -380,7 +415,9 @@ def supervise(args, index, gateway):
             except KeyboardInterrupt:
                 stopped = {"outcome": "stopped: interrupted (Ctrl+C)", "changes": [],
                            "record": session.get("interrupted")}
-                journal.log_iteration(index["iteration"], stopped, time.monotonic() - began)
+                if not SETTLING.exists():  # else a landing was under way: the next start finishes it, and its row
+                    row = book.row_of(index["iteration"], stopped, time.monotonic() - began, started)
+                    record_iteration(row, stopped)
                 raise
             finally:
                 show_phase("")
@@ -390,14 +427,15 @@ def supervise(args, index, gateway):
                 say(f"stopped: {result['reason']}", "stopped")
                 return EX_CONFIG
             dry = note_dry_spell(index, result, dry, session["bad"])
+            row = book.row_of(index["iteration"], result, time.monotonic() - began, started)
             try:
-                journal.log_iteration(index["iteration"], result, time.monotonic() - began)
+                record_iteration(row, result)
                 keep_suspicion(session)
                 snap.prune(index)
-            except OSError as error:
-                say(f"cannot write the log or backups/ ({error}): {what_to_free(error)}")
+            except (OSError, book.sqlite3.Error) as error:
+                say(f"cannot write the record, the log or backups/ ({error}): {what_to_free(error)}")
             write_report()
-            report(index["iteration"], result, time.monotonic() - began, totals)
+            report(row, totals)
             done += 1
             if result["outcome"].startswith("stopped"):
                 say(f"stopped: {result['reason']}", "stopped")
@@ -413,6 +451,14 @@ def supervise(args, index, gateway):
         return 130
     finally:
         say(summary(done, totals, grown_from, snap.codebase_size()))
+
+
+def record_iteration(row, result):
+    """Write the iteration into the record with its requests (one transaction: a landing and its row go together),
+    then its section of iteration_log.md, rendered from the row."""
+    book.writer().write(row, (result.get("record") or {}).get("calls") or [], result.get("waste"))
+    SETTLING.unlink(missing_ok=True)
+    journal.log_iteration(row)
 
 
 def suspicion(index):
@@ -502,6 +548,8 @@ def parse_args(argv):
                                                             "in a throwaway copy (no key, no network) and exit")
     by_hand.add_argument("--status", action="store_true", help="show the supervisor, the last iterations, pending "
                                                               "tasks, today's use of each model and backups, and exit")
+    by_hand.add_argument("--show", type=int, metavar="N", help="show iteration N: the prompt as sent, the answer as "
+                                                             "received and as cleaned, what landed or why not")
     by_hand.add_argument("--models", action="store_true", help="list the models this key can call (one request "
                                                               "that spends no generation quota) and exit")
     by_hand.add_argument("--report", action="store_true", help="write report.html (the run as a page to open in a "
@@ -637,12 +685,36 @@ def recover(index):
         say(f"finished the restore of snapshot {wanted} that was under way when the last run stopped")
     RESTORING.unlink(missing_ok=True)
     terrarium.finish_landing()
+    settle_landing(index, load_json(SETTLING), entries)
     cut_short = load_json(UNDER_WAY)
     if cut_short.get("start") in entries:
         set_aside(index, entries[cut_short["start"]], cut_short.get("iteration", 0))
-        journal.log_iteration(cut_short.get("iteration", 0), {"outcome": "stopped: the supervisor was killed during this "
-                                                      "iteration", "changes": []}, 0.0)
+        killed = {"outcome": "stopped: the supervisor was killed during this iteration", "changes": [],
+                  "start": cut_short["start"]}
+        record_iteration(book.row_of(cut_short.get("iteration", 0), killed, 0.0), killed)
     UNDER_WAY.unlink(missing_ok=True)
+    catch_up_log()
+
+
+def settle_landing(index, settling, entries):
+    """A landing whose row a killed supervisor did not write: the folder has it (finish_landing saw to that), so
+    its snapshot is taken and its row written; or it never began, and the row says the iteration was stopped."""
+    start = entries.get(settling.get("start"))
+    if start and not book.has_row(ROOT, settling.get("iteration")):
+        after = snap.snapshot(index, "landed", settling["iteration"])
+        changes = snap.changes_since(start) if after["id"] != start["id"] else []
+        result = {"outcome": f"landed: {len(changes)} file(s) changed" if changes else "stopped: the supervisor was "
+                  "killed during this iteration", "changes": changes, "start": start["id"],
+                  "reason": "the supervisor was killed as it landed; the landing was finished at the next start"
+                  if changes else "", "after": after["id"] if changes else None}
+        record_iteration(book.row_of(settling["iteration"], result, 0.0), result)
+    SETTLING.unlink(missing_ok=True)
+
+
+def catch_up_log():
+    """Write the sections of rows a killed supervisor wrote into the record but not yet into the log."""
+    for row in book.iterations(ROOT, journal.last_logged_iteration()) if LOG.exists() else []:
+        journal.log_iteration(row)
 
 
 def restore_by_hand(index, wanted):
@@ -690,6 +762,8 @@ def main(argv=None):
     use_for_this_run(args)
     if args.list_backups or args.status:  # read-only: fine while a supervisor runs
         return snap.list_backups(snap.load_index()) if args.list_backups else status.show_status(lock_holder())
+    if args.show is not None:
+        return status.print_iteration(args.show)
     if args.report:
         try:
             print(f"the report is in {page.write_report(ROOT)}: open it in a browser")
@@ -720,6 +794,7 @@ def main(argv=None):
               f"(Ctrl+C in its terminal, or  kill {holder})", file=sys.stderr)
         return 1
     index = snap.load_index()
+    book.writer()  # at the first start, an old workspace's log and ledger are brought into the record
     recover(index)  # before anything else: a killed supervisor may have left a restore half done
     if args.keep:
         return keep_by_hand(index, args.keep)
@@ -757,6 +832,9 @@ if __name__ == "__main__":
     except BrokenPipeError:  # the reader went away (python fallback.py --status | head) having read what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(0)
+    except book.sqlite3.Error as error:  # a record damaged or locked by hand
+        sys.exit(config_error(f"{book.path_of(ROOT)} cannot be read ({error}): move it aside and start again, and it "
+                              "is made anew from iteration_log.md (without the prompts and answers)"))
     except PermissionError as error:  # a command by hand in a folder it may not write, or read
         sys.exit(config_error(f"{error.filename or 'a file'}: {error.strerror or error}: check the folder's "
                               "permissions"))

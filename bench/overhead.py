@@ -42,7 +42,7 @@ PROVIDED_TESTS = ["tests/conftest.py", "tests/fake_gemini.py", "tests/test_seed.
 GATEWAY_PORT = 40_000  # any port: the seed's policy allows TCP to this one only
 LAUNCHES = 20          # runs of `python -c pass` per way of starting it (the median is shown)
 GATE_RUNS = 3          # runs of the gate's child, confined and not (the median is shown)
-OLD_PHASES = ["snapshot", "capture (read the run's changes)", "compile check", "log"]  # the README's "in process"
+OLD_PHASES = ["snapshot", "capture (read the run's changes)", "compile check", "record and log"]  # "in process"
 
 
 def make_workspace(root, files, keeper=False):
@@ -76,7 +76,7 @@ def load_keeper(root):
                                                   submodule_search_locations=[str(root / "supervisor")])
     sys.modules[name] = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(sys.modules[name])
-    parts = ("settings", "snapshots", "terrarium", "gate", "journal", "sandbox")
+    parts = ("settings", "snapshots", "terrarium", "gate", "journal", "record", "sandbox")
     return SimpleNamespace(**{part: importlib.import_module(f"{name}.{part}") for part in parts})
 
 
@@ -149,7 +149,12 @@ class Ours(Phases):
                       self.k.settings.ROOT, landed)
         outcome = "rolled back: tests failed" if rolls_back(i) else f"landed: {len(changes)} file(s) changed"
         result = {"outcome": outcome, "changes": changes, "record": None}
-        self.time("log", self.k.journal.log_iteration, i, result, 1.0)
+        self.time("record and log", self.keep, self.k.record.row_of(i, result, 1.0))
+
+    def keep(self, row):
+        """As fallback.py's record_iteration: the row into the record, then its section into the log."""
+        self.k.record.writer().write(row)
+        self.k.journal.log_iteration(row)
 
     def roll_back(self, i):
         """As fallback.py's roll_back after a seed that ran: the folder never had the change."""

@@ -83,17 +83,17 @@ def printable(text):
     return re.sub(r"[\x00-\x1f\x7f-\x9f]", "?", text)
 
 
-def report(number, result, duration, totals):
-    """One line a person can scan, and the running totals for the summary."""
-    record = result.get("record") or {}
-    spent = sum(record.get("tokens", {}).values())
-    kind = result["outcome"].split(":")[0].split(" until")[0]
+def report(row, totals):
+    """One line a person can scan, from the iteration's row in the record, and the running totals for the summary."""
+    spent = row["prompt_tokens"] + row["output_tokens"] + row["thinking_tokens"]
+    kind = row["outcome"].split(":")[0].split(" until")[0]
     totals[kind] += 1
-    totals["requests"] += record.get("requests", 0)
+    totals["requests"] += row["requests"]
     totals["tokens"] += spent
-    files = describe_changes(result["changes"]) if kind == "landed" else ""
-    say(f"#{number} {result['outcome']}{' — ' + files if files else ''} ({duration:.0f} s, "
-        f"{record.get('requests', 0)} request(s), {spent:,} tokens)", kind)
+    files = describe_changes(row["files"]) if kind == "landed" else ""
+    score = f", score {row['score']:g}" if row.get("score") is not None else ""
+    say(f"#{row['number']} {row['outcome']}{' — ' + files if files else ''} ({row['seconds']:.0f} s, "
+        f"{row['requests']} request(s), {spent:,} tokens{score})", kind)
 
 
 def summary(done, totals, grown_from, grown_to):

@@ -30,7 +30,7 @@ def export_git(root, dest):
     """Add the landings not exported yet to the repository in dest (made if new); what was done, in a line."""
     root, dest = Path(root).resolve(), Path(dest).resolve()
     earlier = check_destination(root, dest)
-    sections, snapshots = report.read_log(root), report.read_index(root)
+    sections, snapshots = report.read_iterations(root), report.read_index(root)
     if not snapshots:
         raise ValueError(f"{root} has no snapshots to export: run some iterations first")
     if not earlier:

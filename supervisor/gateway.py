@@ -6,7 +6,8 @@ whom, and when.
     plan = gw.open_run(steering)        # {"token", "model", "budget"}, or {"wait_until", "why"}, or {"stop"}
     ...                                 # the seed runs with GEMINI_API_BASE=gw.url, GEMINI_API_KEY=plan["token"]
     gw.waited(plan["token"])            # seconds the gateway itself waited during the run (its limit grows by them)
-    report = gw.close_run(plan["token"])  # what the run asked, spent, got, refused; any problem
+    report = gw.close_run(plan["token"])  # what the run asked, spent, got, refused; any problem; each call's
+                                          # bytes as sent upstream, received, and cleaned for the seed
     gw.close()
 The seed POSTs /v1beta/models/{any}:generateContent (or /v1/...) with its run's token, checked before its body
 is read; answers.py reads the request and cleans the answer. No wire format is known here: the backend turns
@@ -22,6 +23,7 @@ Its files under `state`: usage.json and quota.json (ledger.py), models.json (mod
 """
 import copy
 import hmac
+import json
 import math
 import random
 import re
@@ -31,7 +33,7 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-from . import answers, door
+from . import answers, door, outcomes
 from .answers import CHARS_PER_TOKEN, MARGIN, TOKEN_FIELDS
 from .ledger import Books, next_pacific_midnight, utc_now
 from .models import FEATURES, Models
@@ -313,10 +315,19 @@ class Gateway:
         with self.lock:
             call, day = self.books.count_sent(model)
             run.calls.append(call)
-        outcome = self.backend.ask(model, body, facts)
+        began, outcomes.TAPE.exchanges = time.monotonic(), []
+        try:
+            outcome = self.backend.ask(model, body, facts)
+        finally:
+            taped, outcomes.TAPE.exchanges = outcomes.TAPE.exchanges, None
+        sent, received = taped[-1] if taped else (b"", b"")
+        call.update(day=day, latency=round(time.monotonic() - began, 3), sent=self.redact_bytes(sent),
+                    received=self.redact_bytes(received))
         if outcome.body is not None:
             call["tokens"] = answers.read_usage(outcome.body)
         action = self.act(run, model, outcome)
+        if isinstance(action, dict):  # the answer as the door sends it to the seed
+            call["cleaned"] = json.dumps(action, ensure_ascii=False).encode()
         with self.lock:
             self.books.count_returned(call, day, "unusable answer" if outcome.kind == Kind.ANSWER
                                       and isinstance(action, Reply) else outcome.label)
@@ -378,6 +389,12 @@ class Gateway:
         key, name = self.backend.key, self.backend.key_name
         text = str(text).replace(key, f"[{name}]") if len(key) >= 8 else str(text)
         return KEY_SHAPES.sub("[GEMINI_API_KEY]", text)
+
+    def redact_bytes(self, data):
+        """The bytes without the key, or anything shaped like a Google API key (a server may echo the key)."""
+        key, name = self.backend.key.encode(), self.backend.key_name
+        data = data.replace(key, f"[{name}]".encode()) if len(key) >= 8 else data
+        return re.sub(KEY_SHAPES.pattern.encode(), b"[GEMINI_API_KEY]", data)
 
     def say(self, line):
         self.said(self.redact(line))

@@ -4,14 +4,15 @@ pending_tasks.md is the user's checklist: the keeper adds one task per failure o
 failure again counts up in its task), ticks the tasks a landed answer finished, and never touches a
 person's tasks otherwise. Each edit changes only the lines it means to: every other byte stays as it was
 (bytes that are not UTF-8, each line's ending, a missing last line break; see read_tasks). iteration_log.md
-gets one section per iteration. The seed's record of its run is read here too, every field checked, since
+gets one section per iteration, rendered from its row in the record (record.py), for people: nothing reads it
+back but the migration of a workspace from before the record. The seed's record of its run is read here too, every field checked, since
 the seed may have been rewritten.
 """
 import hashlib
 import json
 import re
 
-from .console import describe_changes, redact
+from .console import redact
 from .settings import (LOG, MAX_FAILURE_TASKS, ROOT, TASK_LINES, TASKS, WORK, tail_of, utc_now,
                        write_atomically)
 from .settings import source_of  # --goal FILE: the goal.md a run is given
@@ -132,42 +133,21 @@ def drop_oldest_failures(lines):
     return [line for n, line in enumerate(lines) if n not in drop]
 
 
-def log_iteration(number, result, duration):
-    """Append the iteration's section to iteration_log.md (with no key in it)."""
-    record = result.get("record") or {}
-    tokens = record.get("tokens", {})
-    lines = [f"## Iteration {number} — {utc_now()} — {result['outcome']}", ""]
-    if record.get("tasks"):
-        lines += ["- Tasks:"] + [f"  {n}. {task}" for n, task in enumerate(record["tasks"], 1)]
-    if record.get("done"):
-        lines.append("- Done from pending_tasks.md: " + "; ".join(record["done"]))
-    lines.append(f"- Files: {describe_changes(result['changes']) or 'none changed'}")
-    for label, key in (("Refused", "refused"), ("Not landed (the keeper's)", "not_landed"),
-                       ("Not landed (a symlink out of the folder, or a folder, stands there)", "outside"),
-                       ("Refused by the system", "refusals")):
-        if record.get(key) or result.get(key):
-            lines.append(f"- {label}: " + "; ".join(record.get(key) or result.get(key)))
-    if result.get("reason"):
-        lines.append(f"- Reason: {result['reason']}")
-    if result.get("dry"):
-        lines.append(f"- Stalled: {result['dry']}")
-    if result.get("restored"):
-        kept = f"kept in backups/{result['kept']}" if result.get("kept") else "not kept (it could not be taken)"
-        lines.append(f"- Restored snapshot {result['restored']}; the failing state is {kept}")
-    if result.get("tests_ran") and result.get("passing") is not None:
-        passing = sum(result["passing"].values())
-        lines.append(f"- Tests: {passing} of the model's pass; the gate ran {result['tests_ran']}")
-    if result.get("confinement"):
-        lines.append(f"- Confinement: {result['confinement']}")
-    if record.get("salvaged"):
-        lines.append(f"- Salvaged: {record['salvaged']}")
-    lines.append(f"- Model: {record.get('model') or 'none'}, {record.get('requests', 0)} request(s), tokens "
-                 f"{tokens.get('prompt', 0):,} prompt + {tokens.get('output', 0):,} output + "
-                 f"{tokens.get('thinking', 0):,} thinking; {duration:.1f} s")
-    if result.get("output"):
-        lines += ["- Last output:", ""] + [f"      {line}" for line in result["output"].splitlines()[-TASK_LINES:]]
+def log_iteration(row):
+    """Append the iteration's section to iteration_log.md, rendered from its row in the record."""
     with LOG.open("a", encoding="utf-8") as log:
-        log.write(redact("\n" + "\n".join(lines) + "\n"))
+        log.write(redact(section_of(row)))
+
+
+def section_of(row):
+    """The log section of an iteration's row: its heading, tasks, facts (`- Label: value`) and last output."""
+    lines = [f"## Iteration {row['number']} — {row['ended']} — {row['outcome']}", ""]
+    if row["tasks"]:
+        lines += ["- Tasks:"] + [f"  {n}. {task}" for n, task in enumerate(row["tasks"], 1)]
+    lines += [f"- {label}: {value}" if label else f"- {value}" for label, value in row["facts"]]
+    if row["output"]:
+        lines += ["- Last output:", ""] + [f"      {line}" for line in row["output"].splitlines()[-TASK_LINES:]]
+    return "\n" + "\n".join(lines) + "\n"
 
 
 def last_logged_iteration():

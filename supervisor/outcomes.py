@@ -9,6 +9,7 @@ into one Outcome; the gateway acts on its Kind and never reads a wire format its
 instead of an answer is a Reply: wait (until when), stop (why), or unusable.
 """
 import math
+import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from enum import Enum
@@ -16,6 +17,7 @@ from enum import Enum
 import requests
 
 MAX_ANSWER = 8 * 2 ** 20  # bytes read of any answer from upstream (a whole answer of 65,536 tokens is under 1 MB)
+TAPE = threading.local()  # .exchanges: a list while the gateway keeps this thread's requests as (sent, received)
 
 
 class Kind(Enum):
@@ -56,6 +58,8 @@ def fetch_bounded(method, url, body, headers, timeout):
         if len(data) > MAX_ANSWER:
             raise TooLarge(f"an answer over {MAX_ANSWER // 2 ** 20} MB")
         response._content = data  # what .json() and .text read, as if requests had read it all
+        if getattr(TAPE, "exchanges", None) is not None:  # the bytes as they went and came, for the run's record
+            TAPE.exchanges.append((response.request.body or b"", data))
         return response
 
 

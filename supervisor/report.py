@@ -3,8 +3,8 @@
     write_report(root)    writes root/report.html atomically and returns its path
 
 It reads what the keeper already keeps, and nothing else, so the page cannot disagree with it:
-iteration_log.md (one section per iteration), backups/index.json and the snapshots it lists (each state's
-files, lines and tests; each landing's diff), backups/usage.json (the ledger), pending_tasks.md and
+the record (backups/record.sqlite: the iterations, and the ledger summed from its requests), backups/index.json
+and the snapshots it lists (each state's files, lines and tests; each landing's diff), pending_tasks.md and
 goal.md. Counting and diffing are the costly parts: each is done once (a folder listing's files, lines and
 tests; the diff of two snapshots; objects never change) and kept in backups/report-cache.json, which
 holds only what the last page used. The page is one file that needs no network: inline CSS (light and
@@ -22,12 +22,14 @@ from bisect import bisect_left, bisect_right
 from datetime import datetime, timezone
 from pathlib import Path
 
+from . import record
 from .models import Models
 from .settings import NAMED, write_atomically
 
 # --- settings ---------------------------------------------------------------------------------
 FULL_CARDS = 200   # newest iterations shown in full (tasks, files, reason, output, diff); older ones as one row each
 OPEN_CARDS = 20    # of those, the newest shown unfolded
+EXCHANGE_CARDS = 20  # of those, the newest with a table of their requests
 DIFF_LINES = 300   # lines of one landing's diff shown; the snapshots hold the rest
 DIFF_OPEN = 40     # a diff of up to this many lines is shown unfolded
 CONTEXT = 2        # lines of context around each change in a diff
@@ -41,42 +43,28 @@ STATE_KINDS = {"genesis": 1, "before": 1, "landed": 0, "by hand": 0}  # snapshot
 TEST_FILE = re.compile(r"(?:^|/)(?:test_[^/]*|[^/]*_test)\.py$")  # the files pytest collects by default
 TEST_DEF = re.compile(rb"^[ \t]*(?:async[ \t]+)?def[ \t]+test", re.M)  # a test function or method
 CACHE_VERSION = 1  # bump when the counting or the diffs change: the cache then starts over
-HEADING = re.compile(r"^## Iteration (\d+) — (.*?) — (.*)$", re.M)
-FILE_CHANGE = re.compile(r"(?:^|, )(.+?)(?: \((new|deleted)\))? \+(\d+) −(\d+)(?=, |$| and \d+ more$)")
-RESTORED = re.compile(r"(?:Restored snapshot|went back to snapshot) (\w+)")
 TASK = re.compile(r"^\s*[-*] \[([ xX])\] (.*)$")
 FAILURE = re.compile(r"\s*\[failure (\w+): (\d+) times? since ([^,\]]+), first after snapshot (\w*)\](.*)$")
 
 
 # --- reading the record -----------------------------------------------------------------------
-def read_log(root):
-    """The log's sections in order, each {number, time, heading_time, outcome, kind, tasks, facts, output}."""
-    path = root / "iteration_log.md"
-    text = path.read_text("utf-8", "replace") if path.exists() else ""
-    found = list(HEADING.finditer(text))
-    ends = [m.start() for m in found[1:]] + [len(text)]
-    return [read_section(m, text[m.end():end]) for m, end in zip(found, ends)]
+def read_iterations(root, whole=None):
+    """The iterations of the record in order, each {number, time, heading_time, outcome, kind, tasks, facts,
+    output, restored, files, model, score, scores}; with `whole`, only the newest `whole` have their tasks, facts
+    and output (the others are shown as one row)."""
+    rows = record.iterations(root, light=whole is not None)
+    if whole:
+        rows[-whole:] = record.iterations(root, last=whole)
+    return [{**section_of(row), "root": root} for row in rows]
 
 
-def read_section(heading, body):
-    """One section: `- Label: value` lines become facts; Tasks and Last output are blocks of lines."""
-    number, when, outcome = heading.groups()
-    section = {"number": int(number), "time": parse_time(when), "heading_time": when.strip(),
-               "outcome": outcome.strip(), "kind": next((k for k in OUTCOMES if outcome.startswith(k)), "other"),
-               "tasks": [], "facts": [], "output": [], "restored": None}
-    block = None
-    for line in body.splitlines():
-        if line.startswith("- "):
-            label, colon, value = line[2:].partition(":")
-            block = label if colon and not value.strip() else None
-            if not block:
-                section["facts"].append((label, value.strip()) if colon else ("", line[2:]))
-        elif block == "Tasks" and (task := re.match(r"\s+\d+\.\s(.*)", line)):
-            section["tasks"].append(task[1])
-        elif block == "Last output" and line.startswith("      "):
-            section["output"].append(line[6:])
-    section["restored"] = next((m[1] for _, value in section["facts"] if (m := RESTORED.search(value))), None)
-    return section
+def section_of(row):
+    """What the page and the export read of an iteration's row."""
+    return {"number": row["number"], "time": record.heading_time(row), "heading_time": row["ended"] or "",
+            "outcome": row["outcome"], "kind": row["kind"] if row["kind"] in OUTCOMES else "other",
+            "tasks": row["tasks"], "facts": [tuple(fact) for fact in row["facts"]],
+            "output": row["output"].splitlines() if row["output"] else [], "restored": row["restored"],
+            "files": row["files"], "model": row["model"] or "", "score": row["score"], "scores": row["scores"]}
 
 
 def parse_time(text):
@@ -91,18 +79,15 @@ def fact(section, label):
     return next((value for name, value in section["facts"] if name == label), "")
 
 
-def files_changed(section):
-    """([(name, "new" | "deleted" | "", added, removed)], how many more the line did not name)."""
-    line = fact(section, "Files")
-    more = re.search(r" and (\d+) more$", line)
-    return ([(m[1], m[2] or "", int(m[3]), int(m[4])) for m in FILE_CHANGE.finditer(line)],
-            int(more[1]) if more else 0)
+def files_changed(section, most=20):
+    """([(name, "new" | "deleted" | "", added, removed)], how many more), as the log's Files line names them."""
+    changed = [(name, "" if kind == "changed" else kind, added, removed) for name, kind, added, removed
+               in section["files"]]
+    return changed[:most], max(0, len(changed) - most)
 
 
 def model_of(section):
-    """The name of the model the section's Model line names, or ''."""
-    found = re.match(r"(.*?), \d+ request", fact(section, "Model"))
-    return found[1] if found and found[1] != "none" else ""
+    return section["model"]
 
 
 def read_index(root):
@@ -189,18 +174,6 @@ def read_tasks(root):
         elif tasks and line[:1].isspace() and line.strip():
             tasks[-1]["detail"].append(line.strip())
     return tasks
-
-
-def read_ledger(root):
-    """{Pacific day: {model: {requests, prompt, output, thinking, ...}}} from backups/usage.json."""
-    try:
-        ledger = json.loads((root / "backups" / "usage.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(ledger, dict):
-        return {}
-    return {day: {model: use for model, use in models.items() if isinstance(use, dict)}
-            for day, models in ledger.items() if isinstance(models, dict)}
 
 
 # --- counting: files, lines and tests of a state, once per folder listing ----------------------
@@ -315,7 +288,7 @@ def write_report(root, quotas=None):
     """Write root/report.html from the record (atomically); its path. `quotas`: {model: requests a day},
     by default as models.py knows them."""
     root = Path(root)
-    sections, snapshots, ledger = read_log(root), read_index(root), read_ledger(root)
+    sections, snapshots, ledger = read_iterations(root, FULL_CARDS), read_index(root), record.ledger(root)
     known, used = load_cache(root), {"folders": {}, "diffs": {}}
     counts = measure_states(root, snapshots, known["folders"], used["folders"])
     pairs = pair_landings(sections, snapshots)
@@ -369,8 +342,8 @@ PAGE = """<!doctype html>
 <body><header><h1>seed: watch it grow</h1>
 <nav><a href="#glance">At a glance</a> <a href="#growth">Growth</a> <a href="#requests">Requests</a>
 <a href="#tasks">Tasks</a> <a href="#timeline">Iterations</a></nav>
-<p class="muted">Made {made} from iteration_log.md, the snapshots in backups/ and the ledger; rewritten after
-every iteration.</p></header>
+<p class="muted">Made {made} from the record (backups/record.sqlite) and the snapshots in backups/; rewritten
+after every iteration.</p></header>
 {body}
 </body></html>
 """
@@ -491,7 +464,7 @@ def render_glance(sections, ledger, now, state):
     return ('<section id="glance"><h2>At a glance</h2><div class="tiles">'
             + "".join(f'<div class="tile"><b>{value}</b><span>{esc(label)}</span></div>' for value, label in tiles)
             + f'</div>{draw_outcomes(sections)}<p class="muted">Requests and tokens are from the ledger '
-              f'(backups/usage.json).{where}</p></section>')
+              f'(the requests in the record).{where}</p></section>')
 
 
 def draw_outcomes(sections):
@@ -579,6 +552,10 @@ def render_growth(sections, snapshots, counts):
     charts = [f'<figure><figcaption>{title}: <b>{points[-1][1][column]:,}</b></figcaption>'
               f'{draw_growth([(at, c[column]) for at, c in points], marks, last)}</figure>'
               for column, title in enumerate(("Files", "Lines", "Tests"))]
+    scores = [(s["number"], s["score"]) for s in sections if s["score"] is not None and s["kind"] == "landed"]
+    if scores:  # the person's evaluate.py: the score of each state that landed
+        charts.append(f'<figure><figcaption>Score (evaluate.py): <b>{scores[-1][1]:g}</b></figcaption>'
+                      f'{draw_growth(scores, marks, last)}</figure>')
     return ('<section id="growth"><h2>Growth</h2><div class="charts">' + "".join(charts) + '</div>'
             '<p class="key"><span><i style="background:var(--landed)"></i>landed</span> <span><i style="background:'
             f'var(--rolled)"></i>rolled back</span> — from the {len(points)} snapshot(s) kept; older ones are '
@@ -631,7 +608,7 @@ def render_costs(ledger, models):
             'model, answered or not; <b>tokens</b>: prompt, answer and thinking together; <b>wasted</b>: requests '
             'that brought nothing that landed: refused (a per-minute or daily limit, an error) or answered with a '
             'change that did not land (it failed the gate, or had nothing to apply). Each reason is counted in '
-            'backups/usage.json.</p>')
+            'the record (backups/record.sqlite).</p>')
 
 
 # --- tasks and the timeline ------------------------------------------------------------------------
@@ -670,7 +647,8 @@ def render_failure(task):
 def render_timeline(sections, diffs):
     """The newest FULL_CARDS iterations in full (OPEN_CARDS unfolded), the older ones one row each."""
     newest = list(reversed(sections))
-    cards = [render_card(s, diffs.get(s["number"]), n < OPEN_CARDS) for n, s in enumerate(newest[:FULL_CARDS])]
+    cards = [render_card(s, diffs.get(s["number"]), n < OPEN_CARDS, n < EXCHANGE_CARDS)
+             for n, s in enumerate(newest[:FULL_CARDS])]
     older = newest[FULL_CARDS:]
     rows = "".join(render_row(s) for s in older)
     table = (f'<details><summary><b>{len(older):,} older iteration(s)</b>, one row each</summary><div class="scroll">'
@@ -688,8 +666,9 @@ def render_row(section):
             f'<td>{esc(files)}</td></tr>')
 
 
-def render_card(section, diff, unfolded):
-    """One iteration: outcome, tasks, files with +/-, what the log says, its output, and a landing's diff."""
+def render_card(section, diff, unfolded, exchanges=False):
+    """One iteration: outcome, tasks, files with +/-, what the log says, its output, a landing's diff, and its
+    requests (for the newest; else the command that shows them)."""
     changed, more = files_changed(section)
     summary = (f'<summary><span class="n">#{section["number"]}</span> <span class="badge">{esc(section["outcome"])}'
                f'</span> <span class="muted when">{esc(section["heading_time"])}</span></summary>')
@@ -702,8 +681,25 @@ def render_card(section, diff, unfolded):
     body = (tasks if section["tasks"] else "") + files + facts + render_detail(section["output"], "last output")
     if section["kind"] == "landed":
         body += render_diff(diff)
+    body += render_exchanges(section) if exchanges else \
+        f'<p class="muted">What it was asked and answered: <code>python fallback.py --show {section["number"]}</code>' \
+        '</p>'
     return (f'<details class="it {outcome_class(section["kind"])}" id="i{section["number"]}"'
             f'{" open" if unfolded else ""}>{summary}<div>{body}</div></details>')
+
+
+def render_exchanges(section):
+    """The iteration's requests (model, kind, tokens, latency, waste) and the command that shows each prompt as sent
+    and answer as received: the page holds none of the model's text that did not land."""
+    rows = "".join(f'<tr><td>{request}</td><td><code>{esc(model)}</code></td><td>{esc(kind)}</td>'
+                   f'<td class="num">{prompt + output + thinking:,}</td><td class="num">{latency or 0:.1f} s</td>'
+                   f'<td>{esc(wasted or "")}</td></tr>'
+                   for request, model, kind, prompt, output, thinking, latency, wasted
+                   in record.requests_of(section["root"], section["number"]))
+    table = ('<div class="scroll"><table><tr><th>request</th><th>model</th><th>came back as</th><th class="num">tokens'
+             f'</th><th class="num">took</th><th>wasted</th></tr>{rows}</table></div>') if rows else ""
+    return table + (f'<p class="muted">What it was asked and what it answered, byte for byte: <code>python '
+                    f'fallback.py --show {section["number"]}</code></p>')
 
 
 def render_diff(diff):

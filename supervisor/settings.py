@@ -85,6 +85,7 @@ WORK = ROOT / ".seed" / "work"          # the working copy, where the model's co
 SCRATCH = ROOT / ".seed" / "tmp"        # its private temporary folder, emptied before each run
 JUDGED = ROOT / ".seed" / "judged"      # the candidate as the gate judges it: laid out by the keeper, read-only
 LANDING = BACKUPS / "landing.json"      # exists only while a change is being copied into the folder
+SETTLING = BACKUPS / "settling.json"    # exists from a landing's start until its row is in the record
 SUSPICION = BACKUPS / "suspicion.json"  # what the loop suspects of the world, kept across restarts
 DEMO = ROOT / "demo" / "answers.json"   # the offline demo's goal and scripted answers
 LOG = ROOT / "iteration_log.md"
@@ -93,9 +94,9 @@ CONTRACT = "tests/test_seed.py"         # the seed's contract: run by the gate w
 TEST_SUPPORT = ["tests/conftest.py", "tests/fake_gemini.py"]  # what the contract needs beside it
 KEEPER_TESTS = [CONTRACT, "tests/test_attacks.py", "tests/test_backends.py", "tests/test_cascade.py",
                 "tests/test_confinement.py", "tests/test_fallback.py", "tests/test_first_hour.py",
-                "tests/test_gateway.py", "tests/test_openai_compatible.py", "tests/test_report.py",
-                "tests/test_sandbox.py", "tests/test_tasks_file.py", "tests/test_terrarium.py"]  # every one tests/ ships
-GUARDED = ["fallback.py", "iteration_log.md", "report.html", ".env", ".env.example", "README.md",
+                "tests/test_gateway.py", "tests/test_openai_compatible.py", "tests/test_record.py",
+                "tests/test_report.py", "tests/test_sandbox.py", "tests/test_tasks_file.py", "tests/test_terrarium.py"]  # every one tests/ ships
+GUARDED = ["fallback.py", "evaluate.py", "iteration_log.md", "report.html", ".env", ".env.example", "README.md",
            "requirements.txt", ".gitignore", ".ci/run", *TEST_SUPPORT, *KEEPER_TESTS]  # never the codebase's
 STEERING = ["goal.md", "pending_tasks.md"]  # the user's to edit at any time: never snapshotted or restored
 NAMED = {}  # a steering file named on the command line for one run (--goal FILE): {"goal.md": its path}

@@ -1,32 +1,35 @@
-"""status: what a person asks the keeper without running the loop: --status and --models.
+"""status: what a person asks the keeper without running the loop: --status, --show N and --models.
 
-Neither makes a generation request: --status reads the log, the tasks, the gateway's ledger and memory and
-backups/; --models asks the API (or the local server) which models it offers.
+Neither makes a generation request: --status reads the record (backups/record.sqlite: the iterations and the
+requests), the tasks, the gateway's memory and backups/; --models asks the API (or the local server) which
+models it offers.
 """
 import os
 import re
+import sys
 from datetime import datetime, timezone
 
-from . import backends
+from . import backends, record
 from .console import printable
 from .ledger import pacific_day
-from .settings import BACKUPS, INDEX, LOG, QUOTA, TASKS, USAGE, load_json
+from .settings import BACKUPS, INDEX, QUOTA, ROOT, TASKS, load_json
 from .snapshots import current, load_index, retention, run_worked
 
 
 def show_status(holder):
     """What a person wants to know at a glance; makes no model request."""
     print(f"supervisor: running (pid {holder})" if holder else "supervisor: not running")
-    log = LOG.read_text("utf-8", "replace") if LOG.exists() else ""
-    headings = re.findall(r"^## (Iteration \d+ — .*)$", log, re.M)
-    print(f"iterations: {len(headings)} logged" + ("; the last ones:" if headings else ""))
-    for heading in headings[-5:]:
+    count, rows = record.count(ROOT), record.iterations(ROOT, last=5)
+    print(f"iterations: {count} logged" + ("; the last ones:" if rows else ""))
+    for row in rows:
+        score = f" (score {row['score']:g})" if row["score"] is not None else ""
+        heading = f"Iteration {row['number']} — {row['ended']} — {row['outcome']}{score}"
         print(f"  {printable(heading)}")
     tasks = re.findall(r"^\s*[-*] \[ \] (.*)$", TASKS.read_text("utf-8", "replace"), re.M) if TASKS.exists() else []
     print(f"pending tasks: {len(tasks)} open")
     for task in tasks[:5]:
         print(f"  - {printable(task[:100])}")
-    today, quota, now = load_json(USAGE).get(pacific_day(), {}), load_json(QUOTA), datetime.now(timezone.utc)
+    today, quota, now = record.ledger(ROOT).get(pacific_day(), {}), load_json(QUOTA), datetime.now(timezone.utc)
     models = backends.chosen_models(os.environ)  # GEMINI_MODEL's, or OPENAI_MODEL's with a server of one's own
     print(f"models today (Pacific day {pacific_day()}):")
     for model in dict.fromkeys(models + list(today) + list(quota)):
@@ -73,3 +76,31 @@ def disk_use(folder):
 def list_models():
     """The models Gemini (or the server at OPENAI_BASE_URL) offers: one request that spends no generation quota."""
     return backends.list_models(os.environ)
+
+
+def print_iteration(number):
+    """--show N: what the model was asked at iteration N (the prompt as sent), what it answered (as received and
+    as cleaned for the seed), and what came of it, from the record; 78 with one line if there is no such iteration."""
+    rows = record.iterations(ROOT, number=number)
+    if not rows:
+        print(f"fallback: the record holds no iteration {number}: see  python fallback.py --status", file=sys.stderr)
+        return 78
+    row = rows[0]
+    print(printable(f"Iteration {row['number']} — {row['ended']} — {row['outcome']}"))
+    for label, value in row["facts"]:
+        print(printable(f"- {label}: {value}" if label else f"- {value}"))
+    for request, model, kind, prompt, output, thinking, latency, wasted in record.requests_of(ROOT, number):
+        print(f"\n=== request {request}: {model}, {kind}, tokens {prompt:,} prompt + {output:,} output + {thinking:,} "
+              f"thinking, {latency or 0:.2f} s" + (f", wasted: {wasted}" if wasted else ""))
+        found = record.exchange(ROOT, request) or {}
+        for title, key in (("the prompt as sent", "prompt"), ("the answer as received", "answer"),
+                           ("the answer as cleaned for the seed", "cleaned")):
+            data = found.get(key) or b""
+            print(f"--- {title} ({len(data):,} bytes){', its text' if record.texts_of(data) else ''}:")
+            for line in (record.texts_of(data) or data.decode("utf-8", "replace")).splitlines():
+                print(printable(line))
+    print(f"\n=== what came of it: {printable(row['outcome'])}" + (f"; {printable(row['reason'])}" if row["reason"]
+                                                                    else "")
+          + (f"; score {row['score']:g}" if row["score"] is not None else ""))
+    return 0
+

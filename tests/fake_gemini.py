@@ -1,4 +1,5 @@
-"""A fake Gemini REST server on 127.0.0.1:0: scripted replies in the real shapes, every request recorded.
+"""A fake Gemini REST server on 127.0.0.1:0: scripted replies in the real shapes, every request recorded (with
+the bytes it came as, "raw", and the bytes sent back, "sent").
 
 Bodies are modelled on recorded generativelanguage.googleapis.com traffic (thought parts,
 thoughtSignature, usageMetadata, google.rpc error details), written out here so tests need no network.
@@ -55,8 +56,9 @@ class FakeGemini:
             def do_POST(self):
                 length = int(self.headers.get("Content-Length", 0))
                 match = re.fullmatch(r"/v1(?:beta)?/models/([^/:]+):generateContent", self.path)
+                raw = self.rfile.read(length)
                 request = {"path": self.path, "model": match and match.group(1), "headers": {k.lower(): v for k, v in self.headers.items()},
-                           "body": json.loads(self.rfile.read(length) or b"null")}
+                           "body": json.loads(raw or b"null"), "raw": raw}
                 fake.requests.append(request)
                 status, body, delay, hook, cut = fake.next_reply(request) if match else \
                     (404, error(404, "NOT_FOUND", "fake: unknown path"), 0.0, None, False)
@@ -64,6 +66,7 @@ class FakeGemini:
                     hook(request)
                 time.sleep(delay)
                 data = json.dumps(body).encode()
+                request["sent"] = data[:len(data) // 2] if cut else data
                 try:
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json; charset=UTF-8")

@@ -23,19 +23,21 @@ START = datetime(2026, 11, 20, 9, 0, 0, tzinfo=timezone.utc)  # the synthetic ru
 HOSTILE = "<script>alert(1)</script>"
 
 
-report, export = load_keeper("report"), load_keeper("export")
+report, export, record = load_keeper("report"), load_keeper("export"), load_keeper("record")
 
 
 class Workspace:
-    """A workspace as fallback.py leaves it: snapshots, objects, index, log, ledger, tasks, goal."""
+    """A workspace as fallback.py leaves it: snapshots, objects, index, the record (unless `old`: a workspace
+    from before it), and the log and ledger of today's version, tasks, goal."""
 
-    def __init__(self, root, landed_snapshots=True, every=7):
+    def __init__(self, root, landed_snapshots=True, every=7, old=False):
         self.root, self.files, self.snapshots, self.stored = root, {}, [], set()
         self.every = every  # minutes from one iteration to the next
         self.ledger, self.landed_snapshots, self.number, self.taken = {}, landed_snapshots, 0, 0
         (root / "backups" / "objects").mkdir(parents=True)
         (root / "goal.md").write_text("# Goal\n\nGrow a note keeper.\n")
         (root / "iteration_log.md").write_text("# Iteration log\n")
+        self.book = None if old else record.Writer(record.path_of(root))
 
     def store(self, data):
         sha = hashlib.sha256(data).hexdigest()
@@ -74,26 +76,39 @@ class Workspace:
         lines = [f"## Iteration {self.number} — {time:%Y-%m-%d %H:%M:%S} UTC — {outcome}", ""]
         lines += ["- Tasks:"] + [f"  {n}. {task}" for n, task in enumerate(tasks, 1)] if tasks else []
         lines += ["- Done from pending_tasks.md: " + "; ".join(done)] if done else []
-        lines.append(f"- Files: {describe(self.files, changed) or 'none changed'}")
+        lines.append(f"- Files: {describe(changes_between(self.files, changed)) or 'none changed'}")
+        result = {"outcome": outcome, "changes": changes_between(self.files, changed), "reason": "",
+                  "start": start["id"], "record": {"model": model, "requests": requests, "tasks": list(tasks), "done": list(done),
+                             "tokens": {"prompt": 1000, "output": 200, "thinking": 0}}}
         if outcome.startswith("rolled back"):
             kept = self.snapshot("failed", changed, time)
             lines += [f"- Reason: {reason}", f"- Restored snapshot {start['id']}; the failing state is kept in "
                                              f"backups/{kept['id']}"]
+            result.update(reason=reason, restored=start["id"], kept=kept["id"])
         elif outcome.startswith("landed"):
             self.files = changed
             if self.landed_snapshots:
-                self.snapshot("landed", changed, time)
+                result["after"] = self.snapshot("landed", changed, time)["id"]
         lines.append(f"- Model: {model}, {requests} request(s), tokens 1,000 prompt + 200 output + 0 thinking; 1.0 s")
         with (self.root / "iteration_log.md").open("a") as log:
             log.write("\n" + "\n".join(lines) + "\n")
-        self.spend(time, model, requests)
+        self.spend(time, model, requests, result)
 
-    def spend(self, time, model, requests):
-        """Add the iteration's requests to the ledger, on its Pacific day (standard time is near enough)."""
-        day = self.ledger.setdefault(f"{time - timedelta(hours=8):%Y-%m-%d}", {})
-        use = day.setdefault(model, {"requests": 0, "prompt": 0, "output": 0, "thinking": 0, "kinds": {}, "wasted": {}})
+    def spend(self, time, model, requests, result):
+        """Add the iteration's requests to the ledger, on its Pacific day (standard time is near enough), and the
+        iteration with its requests to the record, as the keeper does."""
+        day = f"{time - timedelta(hours=8):%Y-%m-%d}"
+        use = self.ledger.setdefault(day, {}).setdefault(model, {"requests": 0, "prompt": 0, "output": 0, "thinking": 0,
+                                                                 "kinds": {}, "wasted": {}})
         use.update(requests=use["requests"] + requests, prompt=use["prompt"] + 1000, output=use["output"] + 200)
+        use["kinds"]["answer"] = use["kinds"].get("answer", 0) + requests
         self.save()
+        if self.book:
+            row = record.row_of(self.number, result, 1.0)
+            row["ended"] = f"{time:%Y-%m-%d %H:%M:%S} UTC"
+            calls = [{"model": model, "kind": "answer", "day": day, "tokens": result["record"]["tokens"] if n == 0 else
+                      {"prompt": 0, "output": 0, "thinking": 0}} for n in range(requests)]
+            self.book.write(row, calls)
 
     def save(self):
         backups = self.root / "backups"
@@ -108,14 +123,20 @@ class Workspace:
         self.save()
 
 
-def describe(old, new):
-    """The Files line of a log section, as fallback.py writes it."""
-    shown = []
+def changes_between(old, new):
+    """[(path, "new" | "changed" | "deleted", added, removed)], as fallback.py finds them."""
+    found = []
     for rel in sorted({rel for rel, _ in old.items() ^ new.items()}):
         a, b = Counter(old.get(rel, "").splitlines()), Counter(new.get(rel, "").splitlines())
-        kind = " (new)" if rel not in old else " (deleted)" if rel not in new else ""
-        shown.append(f"{rel}{kind} +{sum((b - a).values())} −{sum((a - b).values())}")
-    return ", ".join(shown)
+        kind = "new" if rel not in old else "deleted" if rel not in new else "changed"
+        found.append((rel, kind, sum((b - a).values()), sum((a - b).values())))
+    return found
+
+
+def describe(changes):
+    """The Files line of a log section, as fallback.py writes it."""
+    return ", ".join(f"{rel}{'' if kind == 'changed' else f' ({kind})'} +{added} −{removed}"
+                     for rel, kind, added, removed in changes)
 
 
 NOTES = "import json\n\n\ndef add(text):\n    return text\n"
@@ -301,14 +322,16 @@ def test_a_landing_without_its_own_snapshot_shows_the_next_state_kept(tmp_path):
     assert "+def find(word, notes):" in text and "+def add(text):" in text
 
 
-def test_a_log_a_person_edited_still_makes_a_page(demo):
+def test_a_log_a_person_edited_changes_nothing_on_the_page(demo):
+    before = "".join(parse(report.write_report(demo.root).read_text()).text)
     log = demo.root / "iteration_log.md"
     log.write_text(log.read_text().replace("- Tasks:", "- Tasks: (edited)\n  not a task", 1)
                    + "\n## Iteration 4 — yesterday — landed: by hand\n- Files: a note +x −y, and then\n- :\n-\n"
                    + "## Iteration five — what\n  stray line\n")
     tags = parse(report.write_report(demo.root).read_text())
     text = "".join(tags.text)
-    assert tags.errors == [] and "4iterations" in text and "#4" in text and "a note +x −y, and then" in text
+    assert tags.errors == [] and "3iterations" in text and "#3" in text and "a note +x −y, and then" not in text
+    assert text.split("Made ")[1].split("UTC")[1:] == before.split("Made ")[1].split("UTC")[1:]
 
 
 # --- the export ------------------------------------------------------------------------------------

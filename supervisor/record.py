@@ -1,0 +1,503 @@
+"""record: the run as data, in backups/record.sqlite: every iteration, every request, every exchange.
+
+    book = writer()                      # the keeper's connection (its only writer), migrating an old workspace
+    book.write(row, calls)               # an iteration and its requests, in one transaction
+    rows = iterations(root)              # what every view renders: iteration_log.md, the page, --status, the export
+    ledger(root); exchange(root, id)     # usage.json's shape, summed from the requests; a request's bytes
+
+Tables: iterations (one row per iteration: its times, model, outcome kind and text, reason, snapshots, files
+with lines added and removed, tasks, the gate's counts and time, the score, and `facts`: the lines its log
+section shows), requests (the ledger's facts per request: model, tokens, kind, latency, wasted and why),
+exchanges (each request's body as sent upstream, its answer as received and as cleaned for the seed;
+a prompt is stored as a zlib'd delta from the one before it, each chain of CHAIN starting whole), carried
+(usage.json's counts from before the record) and kept (the files an old workspace was migrated from).
+SQLite in WAL mode; each write is one transaction, so a kill -9 leaves it whole. Views never parse each other:
+the one place that reads the old log's prose is migrate().
+"""
+import functools
+import json
+import os
+import re
+import sqlite3
+import zlib
+from datetime import datetime, timezone
+from difflib import SequenceMatcher
+from enum import Enum
+
+from .console import describe_changes, redact
+from .settings import KEY_SHAPES, LOG, QUOTA, ROOT, TASK_LINES, USAGE, utc_now
+
+NAME = "record.sqlite"
+CHAIN = 50            # prompts stored as deltas one after the other before one is stored whole again
+WINDOW = 32_768       # bytes of zlib's preset dictionary that it can use
+PIECE = re.compile(rb"(?<=\\n)|(?<=\n)")  # where a prompt is cut to diff it: after each (JSON-escaped) line break
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS iterations (number INTEGER PRIMARY KEY, started TEXT, ended TEXT, seconds REAL,
+  model TEXT, kind TEXT NOT NULL, outcome TEXT NOT NULL, reason TEXT, snapshot_before TEXT, snapshot_after TEXT,
+  restored TEXT, kept TEXT, files TEXT, lines_added INTEGER, lines_removed INTEGER, tasks TEXT, done TEXT,
+  requests INTEGER, prompt_tokens INTEGER, output_tokens INTEGER, thinking_tokens INTEGER, passing TEXT,
+  tests_passing INTEGER, tests_ran TEXT, gate_seconds REAL, score REAL, scores TEXT, facts TEXT, output TEXT);
+CREATE TABLE IF NOT EXISTS requests (id INTEGER PRIMARY KEY, iteration INTEGER, day TEXT, model TEXT, kind TEXT,
+  prompt_tokens INTEGER, output_tokens INTEGER, thinking_tokens INTEGER, latency REAL, wasted TEXT);
+CREATE TABLE IF NOT EXISTS exchanges (request INTEGER PRIMARY KEY, chain INTEGER, prompt BLOB, answer BLOB,
+  cleaned BLOB);
+CREATE TABLE IF NOT EXISTS carried (day TEXT, model TEXT, requests INTEGER, prompt INTEGER, output INTEGER,
+  thinking INTEGER, kinds TEXT, wasted TEXT, PRIMARY KEY (day, model));
+CREATE TABLE IF NOT EXISTS kept (name TEXT PRIMARY KEY, content BLOB);
+CREATE INDEX IF NOT EXISTS requests_by_iteration ON requests (iteration);
+"""
+JSON_COLUMNS = ("files", "tasks", "done", "passing", "scores", "facts")
+LISTS = ("files", "tasks", "done", "facts")
+LIGHT = ("number", "ended", "kind", "outcome", "restored", "model", "files", "score", "scores")  # an older card's
+
+
+class Kind(Enum):
+    """What an iteration came to, as its outcome's text begins."""
+    LANDED = "landed"
+    NO_CHANGE = "no change"
+    ROLLED_BACK = "rolled back"
+    WAITING = "waiting"
+    STOPPED = "stopped"
+    OTHER = "other"
+
+
+def kind_of(outcome):
+    return next((kind for kind in Kind if outcome.startswith(kind.value)), Kind.OTHER)
+
+
+def path_of(root=ROOT):
+    return root / "backups" / NAME
+
+
+# --- the row of an iteration -------------------------------------------------------------------------
+def row_of(number, result, seconds, started=None):
+    """The iteration as the record keeps it, from the loop's result; its `facts` are its log section's lines."""
+    record = result.get("record") or {}
+    tokens = record.get("tokens") or {}
+    changes = [list(change) for change in result.get("changes") or []]
+    passing = result.get("passing") if result.get("tests_ran") else None
+    row = {"number": number, "started": started, "ended": utc_now(), "seconds": round(seconds, 3),
+           "model": record.get("model"), "kind": kind_of(result["outcome"]).value, "outcome": redact(result["outcome"]),
+           "reason": redact(result.get("reason") or ""), "snapshot_before": result.get("start"),
+           "snapshot_after": result.get("after") or result.get("restored"), "restored": result.get("restored"),
+           "kept": result.get("kept"), "files": changes, "lines_added": sum(c[2] for c in changes),
+           "lines_removed": sum(c[3] for c in changes), "tasks": [redact(t) for t in record.get("tasks") or []],
+           "done": [redact(t) for t in record.get("done") or []], "requests": record.get("requests", 0),
+           "prompt_tokens": tokens.get("prompt", 0), "output_tokens": tokens.get("output", 0),
+           "thinking_tokens": tokens.get("thinking", 0), "passing": passing,
+           "tests_passing": sum(passing.values()) if passing else None, "tests_ran": result.get("tests_ran"),
+           "gate_seconds": result.get("gate_seconds"), "score": result.get("score"), "scores": result.get("scores"),
+           "output": redact("\n".join((result.get("output") or "").splitlines()[-TASK_LINES:]))}
+    row["facts"] = facts_of(row, result, record)
+    return row
+
+
+def facts_of(row, result, record):
+    """The `- Label: value` lines of the iteration's log section, in the order the log has always shown them."""
+    facts = [["Done from pending_tasks.md", "; ".join(row["done"])]] if row["done"] else []
+    facts.append(["Files", describe_changes(row["files"]) or "none changed"])
+    for label, key in (("Refused", "refused"), ("Not landed (the keeper's)", "not_landed"),
+                       ("Not landed (a symlink out of the folder, or a folder, stands there)", "outside"),
+                       ("Refused by the system", "refusals")):
+        if record.get(key) or result.get(key):
+            facts.append([label, "; ".join(record.get(key) or result.get(key))])
+    facts += [["Reason", row["reason"]]] if row["reason"] else []
+    facts += [["Stalled", result["dry"]]] if result.get("dry") else []
+    if row["restored"]:
+        kept = f"kept in backups/{row['kept']}" if row["kept"] else "not kept (it could not be taken)"
+        facts.append(["", f"Restored snapshot {row['restored']}; the failing state is {kept}"])
+    if row["tests_ran"] and row["passing"] is not None:
+        facts.append(["Tests", f"{row['tests_passing']} of the model's pass; the gate ran {row['tests_ran']}"])
+    if row["score"] is not None:
+        facts.append(["Score", describe_score(row)])
+    facts += [["Confinement", result["confinement"]]] if result.get("confinement") else []
+    facts += [["Salvaged", record["salvaged"]]] if record.get("salvaged") else []
+    facts.append(["Model", f"{row['model'] or 'none'}, {row['requests']} request(s), tokens {row['prompt_tokens']:,} "
+                           f"prompt + {row['output_tokens']:,} output + {row['thinking_tokens']:,} thinking; "
+                           f"{row['seconds']:.1f} s"])
+    return [[label, redact(str(value))] for label, value in facts]
+
+
+def describe_score(row):
+    others = ", ".join(f"{name} {value:g}" for name, value in (row.get("scores") or {}).items() if name != "score")
+    return f"{row['score']:g}" + (f" ({others})" if others else "")
+
+
+# --- writing ------------------------------------------------------------------------------------------
+class Writer:
+    """The keeper's connection: writes iterations with their requests and exchanges, one transaction each."""
+
+    def __init__(self, path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(path, isolation_level=None, timeout=30)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")  # in WAL mode: whole after a crash, if not after a power cut
+        self.db.executescript(SCHEMA)
+        self.chain, self.base = self.last_prompt()
+        held = [self.db.execute(f"SELECT count(*) FROM {table}").fetchone()[0] for table in ("iterations", "kept")]
+        if not any(held):  # a new record: bring in what today's version kept
+            migrate(self, path.parent.parent)
+
+    def last_prompt(self):
+        """(the chain the next prompt continues, the last prompt's bytes) or (None, None)."""
+        last = self.db.execute("SELECT request, chain FROM exchanges ORDER BY request DESC LIMIT 1").fetchone()
+        if not last:
+            return None, None
+        length = self.db.execute("SELECT count(*) FROM exchanges WHERE chain = ?", (last[1],)).fetchone()[0]
+        return (last[1], exchange_from(self.db, last[0])["prompt"]) if length < CHAIN else (None, None)
+
+    def write(self, row, calls=(), waste=None):
+        """The iteration and its requests (each call as close_run reports it), in one transaction."""
+        try:
+            with Transaction(self.db):
+                self.db.execute("DELETE FROM iterations WHERE number = ?", (row["number"],))
+                self.insert_row(row)
+                answered = [n for n, call in enumerate(calls) if call.get("kind") == "answer"]
+                for n, call in enumerate(calls):
+                    wasted = call.get("kind") if call.get("kind") != "answer" else waste if n == answered[-1] else None
+                    self.insert_request(row["number"], call, wasted)
+        except sqlite3.Error:
+            self.chain, self.base = self.last_prompt()  # the next prompt is stored against the last one kept
+            raise
+
+    def insert_row(self, row):
+        values = {key: json.dumps(row.get(key)) if key in JSON_COLUMNS else row.get(key) for key in COLUMNS}
+        self.db.execute(f"INSERT INTO iterations ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})",
+                        [values[key] for key in COLUMNS])
+
+    def insert_request(self, number, call, wasted):
+        tokens = call.get("tokens") or {}
+        cursor = self.db.execute(
+            "INSERT INTO requests (iteration, day, model, kind, prompt_tokens, output_tokens, thinking_tokens, "
+            "latency, wasted) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (number, call.get("day"), call.get("model"), call.get("kind"), tokens.get("prompt", 0),
+             tokens.get("output", 0), tokens.get("thinking", 0), call.get("latency"), wasted))
+        if "sent" in call:
+            self.insert_exchange(cursor.lastrowid, scrub(call["sent"]), scrub(call.get("received") or b""),
+                                 scrub(call.get("cleaned") or b""))
+
+    def insert_exchange(self, request, prompt, answer, cleaned):
+        chain = self.chain if self.chain is not None else request
+        stored = (pack(prompt, self.base if self.chain is not None else None, diff=True), pack(answer, prompt),
+                  pack(cleaned, answer))
+        self.db.execute("INSERT INTO exchanges (request, chain, prompt, answer, cleaned) VALUES (?, ?, ?, ?, ?)",
+                        (request, chain, *stored))
+        count = self.db.execute("SELECT count(*) FROM exchanges WHERE chain = ?", (chain,)).fetchone()[0]
+        self.chain, self.base = (chain, prompt) if count < CHAIN else (None, None)
+
+    def carry(self, ledger, files):
+        """usage.json's counts and the old files, as a migration brings them in."""
+        for day, models in ledger.items():
+            for model, use in models.items():
+                self.db.execute("INSERT OR REPLACE INTO carried VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                                (day, model, use.get("requests", 0), use.get("prompt", 0), use.get("output", 0),
+                                 use.get("thinking", 0), json.dumps(use.get("kinds", {})),
+                                 json.dumps(use.get("wasted", {}))))
+        for name, data in files.items():
+            self.db.execute("INSERT OR REPLACE INTO kept VALUES (?, ?)", (name, data))
+
+
+COLUMNS = ("number", "started", "ended", "seconds", "model", "kind", "outcome", "reason", "snapshot_before",
+           "snapshot_after", "restored", "kept", "files", "lines_added", "lines_removed", "tasks", "done", "requests",
+           "prompt_tokens", "output_tokens", "thinking_tokens", "passing", "tests_passing", "tests_ran",
+           "gate_seconds", "score", "scores", "facts", "output")
+
+
+class Transaction:
+    """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on any error."""
+
+    def __init__(self, db):
+        self.db = db
+
+    def __enter__(self):
+        self.db.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, kind, error, trace):
+        self.db.execute("ROLLBACK" if kind else "COMMIT")
+
+
+@functools.lru_cache(maxsize=None)
+def writer(root=ROOT):
+    """The keeper's writer for the workspace (made, and an old workspace migrated, at its first start)."""
+    return Writer(path_of(root))
+
+
+def scrub(data):
+    """The bytes without the key (or anything shaped like a Google API key)."""
+    for name in ("GEMINI_API_KEY", "OPENAI_API_KEY"):
+        secret = os.environ.get(name, "").strip().encode()
+        if len(secret) >= 8:
+            data = data.replace(secret, f"[{name}]".encode())
+    return re.sub(KEY_SHAPES.pattern.encode(), b"[GEMINI_API_KEY]", data)
+
+
+# --- compression: each prompt as the change from the one before it -------------------------------------
+def pack(data, base, diff=False):
+    """zlib of `data` with `base` as its preset dictionary; with `diff`, of `data` as a delta from `base`."""
+    if not base or not data:
+        return b"W" + zlib.compress(data, 9)
+    return (b"D" + deflate(delta(base, data), base)) if diff else b"Z" + deflate(data, base)
+
+
+def deflate(data, base):
+    packer = zlib.compressobj(9, zdict=base[-WINDOW:]) if base else zlib.compressobj(9)
+    return packer.compress(data) + packer.flush()
+
+
+def inflate(data, base):
+    unpacker = zlib.decompressobj(zdict=base[-WINDOW:]) if base else zlib.decompressobj()
+    return unpacker.decompress(data) + unpacker.flush()
+
+
+def delta(base, data):
+    """`data` as ranges of `base`'s pieces to copy and bytes to insert: a JSON list, a NUL, the inserted bytes."""
+    old, new = PIECE.split(base), PIECE.split(data)
+    ops, inserted = [], []
+    for tag, i1, i2, j1, j2 in SequenceMatcher(None, old, new).get_opcodes():
+        if tag == "equal":
+            ops.append([i1, i2])
+        elif j2 > j1:
+            inserted.append(b"".join(new[j1:j2]))
+            ops.append(len(inserted[-1]))
+    return json.dumps(ops, separators=(",", ":")).encode() + b"\0" + b"".join(inserted)
+
+
+def undelta(base, data):
+    head, _, inserted = data.partition(b"\0")
+    old, out, at = PIECE.split(base), [], 0
+    for op in json.loads(head):
+        if isinstance(op, list):
+            out.append(b"".join(old[op[0]:op[1]]))
+        else:
+            out.append(inserted[at:at + op])
+            at += op
+    return b"".join(out)
+
+
+def unpack(data, base):
+    how, body = data[:1], data[1:]
+    if how == b"W":
+        return zlib.decompress(body)
+    return undelta(base, inflate(body, base)) if how == b"D" else inflate(body, base)
+
+
+def exchange_from(db, request):
+    """{prompt, answer, cleaned} of a request, as bytes (the prompt decoded along its chain); None if none."""
+    found = db.execute("SELECT chain FROM exchanges WHERE request = ?", (request,)).fetchone()
+    if not found:
+        return None
+    prompt = None
+    for number, packed, answer, cleaned in db.execute(
+            "SELECT request, prompt, answer, cleaned FROM exchanges WHERE chain = ? AND request <= ? ORDER BY request",
+            (found[0], request)):
+        prompt = unpack(packed, prompt)
+    answer = unpack(answer, prompt)
+    return {"prompt": prompt, "answer": answer, "cleaned": unpack(cleaned, answer)}
+
+
+# --- reading ------------------------------------------------------------------------------------------
+def reader(root=ROOT):
+    """A read-only connection to the workspace's record, or None when it has none."""
+    path = path_of(root)
+    if not path.exists():
+        return None
+    return sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+
+
+def iterations(root=ROOT, since=0, last=None, number=None, light=False):
+    """The iterations after `since` in order (or the `last` few, or the one `number`), each a dict of the row
+    (JSON columns read); `light`: only the LIGHT columns read, the others empty (a page of 100,000 iterations
+    shows most as one line)."""
+    db = reader(root)
+    if db is None:
+        return []
+    columns = LIGHT if light else COLUMNS
+    where = ("number = ?", number) if number is not None else ("number > ?", since)
+    query = f"SELECT {', '.join(columns)} FROM iterations WHERE {where[0]} ORDER BY number DESC"
+    rows = [dict(zip(columns, values)) for values in db.execute(query + (f" LIMIT {int(last)}" if last else ""),
+                                                                 (where[1],))][::-1]
+    db.close()
+    for row in rows:
+        for key in COLUMNS:
+            value = row.get(key)
+            if key in JSON_COLUMNS:
+                row[key] = json.loads(value) if value else [] if key in LISTS else None
+            elif key not in row:
+                row[key] = "" if key == "output" else None
+    return rows
+
+
+def count(root=ROOT):
+    db = reader(root)
+    if db is None:
+        return 0
+    found = db.execute("SELECT count(*) FROM iterations").fetchone()[0]
+    db.close()
+    return found
+
+
+def last_number(root=ROOT):
+    db = reader(root)
+    if db is None:
+        return 0
+    found = db.execute("SELECT max(number) FROM iterations").fetchone()[0]
+    db.close()
+    return found or 0
+
+
+def has_row(root, number):
+    db = reader(root)
+    if db is None:
+        return False
+    found = db.execute("SELECT 1 FROM iterations WHERE number = ?", (number,)).fetchone()
+    db.close()
+    return found is not None
+
+
+def ledger(root=ROOT):
+    """{Pacific day: {model: {requests, prompt, output, thinking, kinds, wasted}}}: the requests, and the
+    counts carried from before the record."""
+    db, books = reader(root), {}
+    if db is None:
+        return {}
+    for day, model, requests, prompt, output, thinking, kinds, wasted in db.execute("SELECT * FROM carried"):
+        books.setdefault(day, {})[model] = {"requests": requests, "prompt": prompt, "output": output,
+                                            "thinking": thinking, "kinds": json.loads(kinds),
+                                            "wasted": json.loads(wasted)}
+    for day, model, kind, prompt, output, thinking, wasted in db.execute(
+            "SELECT day, model, kind, prompt_tokens, output_tokens, thinking_tokens, wasted FROM requests"):
+        use = books.setdefault(day or "", {}).setdefault(model or "", {"requests": 0, "prompt": 0, "output": 0,
+                                                                       "thinking": 0, "kinds": {}, "wasted": {}})
+        use["requests"] += 1
+        use["prompt"], use["output"], use["thinking"] = use["prompt"] + prompt, use["output"] + output, \
+            use["thinking"] + thinking
+        use["kinds"][kind] = use["kinds"].get(kind, 0) + 1
+        if wasted:
+            use["wasted"][wasted] = use["wasted"].get(wasted, 0) + 1
+    db.close()
+    return books
+
+
+def requests_of(root, number):
+    """[(id, model, kind, tokens (prompt, output, thinking), latency, wasted)] of an iteration's requests."""
+    db = reader(root)
+    if db is None:
+        return []
+    found = db.execute("SELECT id, model, kind, prompt_tokens, output_tokens, thinking_tokens, latency, wasted "
+                       "FROM requests WHERE iteration = ? ORDER BY id", (number,)).fetchall()
+    db.close()
+    return found
+
+
+def exchange(root, request):
+    db = reader(root)
+    if db is None:
+        return None
+    found = exchange_from(db, request)
+    db.close()
+    return found
+
+
+def texts_of(data):
+    """The texts a request or answer body carries (its "text" and "content" strings, in order), or ''."""
+    try:
+        body = json.loads(data)
+    except ValueError:
+        return ""
+    found = []
+
+    def walk(value, key=None):
+        if isinstance(value, dict):
+            for name, item in value.items():
+                walk(item, name)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item, key)
+        elif isinstance(value, str) and key in ("text", "content"):
+            found.append(value)
+    walk(body)
+    return "\n".join(found)
+
+
+def heading_time(row):
+    """When the iteration ended, as its log heading says it, and as a datetime (None if unreadable)."""
+    try:
+        return datetime.strptime(row["ended"], "%Y-%m-%d %H:%M:%S UTC").replace(tzinfo=timezone.utc)
+    except (TypeError, ValueError):
+        return None
+
+
+# --- migration: the one place that reads the old log's prose ------------------------------------------
+def migrate(book, root):
+    """Bring a workspace from before the record in, in one transaction: each section of iteration_log.md as a
+    row, usage.json's counts as carried, and the old log, usage.json and quota.json kept whole."""
+    log, usage, quota = root / LOG.name, root / "backups" / USAGE.name, root / "backups" / QUOTA.name
+    files = {path.name: path.read_bytes() for path in (log, usage, quota) if path.exists()}
+    if not files:
+        return
+    try:
+        old = json.loads(files.get(USAGE.name, b"{}"))
+    except ValueError:
+        old = {}
+    old = {day: {m: u for m, u in models.items() if isinstance(u, dict)} for day, models in old.items()
+           if isinstance(models, dict)} if isinstance(old, dict) else {}
+    with Transaction(book.db):
+        for row in read_old_log(files.get(LOG.name, b"").decode("utf-8", "replace")):
+            book.db.execute("DELETE FROM iterations WHERE number = ?", (row["number"],))
+            book.insert_row(row)
+        book.carry(old, files)
+
+
+HEADING = re.compile(r"^## Iteration (\d+) — (.*?) — (.*)$", re.M)
+FILE_CHANGE = re.compile(r"(?:^|, )(.+?)(?: \((new|deleted)\))? \+(\d+) −(\d+)(?=, |$| and \d+ more$)")
+MODEL_LINE = re.compile(r"(.*?), (\d+) request\(s\), tokens ([\d,]+) prompt \+ ([\d,]+) output \+ ([\d,]+) thinking; "
+                        r"([\d.]+) s")
+RESTORED = re.compile(r"(?:Restored snapshot|went back to snapshot) (\w+)(?:.*kept in backups/(\w+))?")
+
+
+def read_old_log(text):
+    """The rows of an old iteration_log.md, one per section (the last of a number wins)."""
+    found = list(HEADING.finditer(text))
+    ends = [m.start() for m in found[1:]] + [len(text)]
+    return [read_section(m, text[m.end():end]) for m, end in zip(found, ends)]
+
+
+def read_section(heading, body):
+    number, when, outcome = heading.groups()
+    row = dict.fromkeys(COLUMNS)
+    row.update(number=int(number), ended=when.strip(), outcome=outcome.strip(), kind=kind_of(outcome.strip()).value,
+               tasks=[], done=[], files=[], facts=[], requests=0, prompt_tokens=0, output_tokens=0, thinking_tokens=0,
+               lines_added=0, lines_removed=0, reason="")
+    block, output = None, []
+    for line in body.splitlines():
+        if line.startswith("- "):
+            label, colon, value = line[2:].partition(":")
+            block = label if colon and not value.strip() else None
+            if not block:
+                row["facts"].append([label, value.strip()] if colon else ["", line[2:]])
+        elif block == "Tasks" and (task := re.match(r"\s+\d+\.\s(.*)", line)):
+            row["tasks"].append(task[1])
+        elif block == "Last output" and line.startswith("      "):
+            output.append(line[6:])
+    row["output"] = "\n".join(output)
+    read_facts(row)
+    return row
+
+
+def read_facts(row):
+    """The columns an old section's lines say: files, reason, done, snapshots restored, the model's line."""
+    for label, value in row["facts"]:
+        if label == "Files":
+            row["files"] = [[m[1], m[2] or "changed", int(m[3]), int(m[4])] for m in FILE_CHANGE.finditer(value)]
+        elif label == "Reason":
+            row["reason"] = value
+        elif label == "Done from pending_tasks.md":
+            row["done"] = value.split("; ")
+        elif label == "Model" and (m := MODEL_LINE.match(value)):
+            row.update(model=None if m[1] == "none" else m[1], requests=int(m[2]), seconds=float(m[6]),
+                       **{f"{k}_tokens": int(m[n].replace(",", "")) for n, k in
+                          ((3, "prompt"), (4, "output"), (5, "thinking"))})
+        elif m := RESTORED.search(value):
+            row.update(restored=m[1], kept=m[2], snapshot_after=m[1])
+    row["lines_added"] = sum(f[2] for f in row["files"])
+    row["lines_removed"] = sum(f[3] for f in row["files"])

@@ -1,0 +1,193 @@
+"""The run's record, backups/record.sqlite, end to end through `python fallback.py` against the fake Gemini server:
+a row per iteration and per request, each exchange byte for byte, --show N, the views without the log, an old
+workspace migrated, kill -9 at random moments, and a score the person owns.
+
+These are slow for the gate, so fallback.py keeps this file out of it.
+"""
+import json
+import random
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import fake_gemini as api
+from conftest import load_keeper
+from test_fallback import good_change, run_fallback
+from test_report import scripted_run
+
+record, journal = load_keeper("record"), load_keeper("journal")
+BROKEN = [("tests/test_broken.py", "def test_broken():\n    assert 1 == 2\n")]
+
+
+def database(root):
+    db = sqlite3.connect(root / "backups" / "record.sqlite")
+    db.row_factory = sqlite3.Row
+    return db
+
+
+def figures(root, env, tmp_path, name):
+    """What --status, the page and the export say, without the moments they were made at."""
+    status = run_fallback(root, env, "--status").stdout
+    run_fallback(root, env, "--report")
+    page = re.sub(r"Made [^<]*UTC", "", (root / "report.html").read_text())
+    run_fallback(root, env, "--export-git", str(tmp_path / name))
+    history = subprocess.run(["git", "-C", str(tmp_path / name), "log", "--format=%an|%aI|%B", "refs/seed/landed"],
+                             capture_output=True, text=True).stdout
+    return status, page, history
+
+
+def test_a_mixed_run_keeps_every_iteration_request_and_exchange_byte_for_byte(workspace, env, gemini, tmp_path):
+    gemini.reply(api.per_minute("0.1s")).reply(api.answer(good_change("notes"), tasks=["Create notes.py"]))
+    gemini.reply(api.answer([("seed.py", "import os\n# ... existing code ...\n")]))
+    gemini.reply(api.answer(good_change("later") + BROKEN))
+    gemini.reply(api.per_day())
+    done = run_fallback(workspace, env, "--iterations", "4")
+    assert done.returncode == 0, done.stderr
+    db = database(workspace)
+    rows = db.execute("SELECT * FROM iterations ORDER BY number").fetchall()
+    assert [(r["number"], r["kind"]) for r in rows] == [(1, "landed"), (2, "no change"), (3, "rolled back"),
+                                                        (4, "waiting")]
+    assert json.loads(rows[0]["files"])[0][:2] == ["notes.py", "new"] and rows[0]["snapshot_after"]
+    assert rows[0]["started"] and rows[0]["gate_seconds"] > 0
+    requests = db.execute("SELECT * FROM requests ORDER BY id").fetchall()
+    asked = [r for r in gemini.requests if r["body"]]
+    assert len(requests) == len(asked) == 5 and [r["iteration"] for r in requests] == [1, 1, 2, 3, 4]
+    assert [r["kind"] for r in requests] == ["429 per minute", "answer", "answer", "answer", "429 per day"]
+    assert [r["wasted"] for r in requests] == ["429 per minute", None, "nothing to apply", "tests failed",
+                                               "429 per day"]
+    assert requests[1]["prompt_tokens"] == 1200 and requests[1]["latency"] > 0
+    for request, sent in zip(requests, asked):
+        kept = record.exchange(workspace, request["id"])
+        assert kept["prompt"] == sent["raw"] and kept["answer"] == sent["sent"]
+    assert json.loads(record.exchange(workspace, requests[1]["id"])["cleaned"])["candidates"]
+    log = (workspace / "iteration_log.md").read_text()
+    assert all(journal.section_of(row) in log for row in record.iterations(workspace))
+    shown = run_fallback(workspace, env, "--show", "1")
+    assert shown.returncode == 0 and "Iteration 1 — " in shown.stdout and "landed: 2 file(s) changed" in shown.stdout
+    assert gemini.prompts()[1].splitlines()[-1] in shown.stdout and "Create notes.py" in shown.stdout
+    assert "--- the answer as cleaned for the seed" in shown.stdout and "=== what came of it: landed" in shown.stdout
+    missing = run_fallback(workspace, env, "--show", "99")
+    assert missing.returncode == 78 and "no iteration 99" in missing.stderr and "Traceback" not in missing.stderr
+    before = figures(workspace, env, tmp_path, "first")
+    (workspace / "iteration_log.md").write_text("")
+    assert figures(workspace, env, tmp_path, "second") == before
+    assert "iterations: 4 logged" in before[0] and "Create notes.py" in before[2]
+
+
+def test_an_old_workspace_is_brought_into_the_record_with_every_section_and_count(workspace, env, gemini):
+    old = scripted_run(workspace / "old")  # today's version's files: log sections, usage.json, snapshots
+    for name in ("iteration_log.md",):
+        (workspace / name).write_text((old.root / name).read_text())
+    (workspace / "backups").mkdir()
+    (workspace / "backups" / "usage.json").write_text(json.dumps(old.ledger))
+    (workspace / "backups" / "quota.json").write_text(json.dumps({"gemini-3.5-flash": {"recent": []}}))
+    gemini.reply(api.answer(good_change("notes")))
+    done = run_fallback(workspace, env, "--iterations", "1")
+    assert done.returncode == 0, done.stderr
+    rows = record.iterations(workspace)
+    assert [r["number"] for r in rows] == [1, 2, 3, 4]
+    old_log = (old.root / "iteration_log.md").read_text()
+    assert "".join(journal.section_of(row) for row in rows[:3]) == old_log.split("\n", 1)[1]
+    assert (workspace / "iteration_log.md").read_text().startswith(old_log)
+    assert rows[1]["restored"] == "0002" and rows[0]["files"][0] == ["notes.py", "new", 5, 0]
+    ledger = record.ledger(workspace)
+    for day, models in old.ledger.items():
+        for model, use in models.items():
+            mine = ledger[day][model]
+            assert all(mine[key] >= use[key] for key in ("requests", "prompt", "output", "thinking"))
+    assert sum(u["requests"] for m in ledger.values() for u in m.values()) == \
+        sum(u["requests"] for m in old.ledger.values() for u in m.values()) + 1
+    kept = dict(database(workspace).execute("SELECT name, content FROM kept").fetchall())
+    assert json.loads(kept["quota.json"]) == {"gemini-3.5-flash": {"recent": []}} and kept["iteration_log.md"]
+
+
+def agrees_with_the_folder(root):
+    """PRAGMA integrity_check passes, and each landed snapshot and each landed row go together."""
+    db = database(root)
+    assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    rows = db.execute("SELECT number, kind, snapshot_after FROM iterations").fetchall()
+    index = json.loads((root / "backups" / "index.json").read_text())
+    ids = {e["id"] for e in index["snapshots"]}
+    landed_rows = {r["number"]: r["snapshot_after"] for r in rows if r["kind"] == "landed"}
+    assert all(after in ids for after in landed_rows.values()), (landed_rows, ids)
+    for entry in index["snapshots"]:
+        if entry["kind"] == "landed":
+            assert landed_rows.get(entry["iteration"]) == entry["id"], (entry, landed_rows)
+    logged = {int(n) for n in re.findall(r"^## Iteration (\d+) ", (root / "iteration_log.md").read_text(), re.M)}
+    assert {r["number"] for r in rows} <= logged
+
+
+def kill_at_random_moments(root, env, gemini, kills, seed=19):
+    """Start the keeper, kill -9 it at a random moment, check the record, again `kills` times."""
+    rng = random.Random(seed)
+    for n in range(kills):
+        for k in range(4):
+            gemini.reply(api.answer(good_change(f"m{n}_{k}")), delay=rng.uniform(0, 0.3))
+        keeper = subprocess.Popen([sys.executable, "fallback.py", "--delay", "0"], cwd=root, env=env,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0.5, 3.5))
+        keeper.send_signal(signal.SIGKILL)
+        keeper.wait()
+        assert database(root).execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        gemini.replies.clear()
+    gemini.reply(api.answer(good_change("last")))
+    done = run_fallback(root, env, "--iterations", "1")  # its start finishes what the last kill cut short
+    assert done.returncode == 0, done.stderr
+    agrees_with_the_folder(root)
+
+
+def test_kill_9_at_random_moments_leaves_the_record_whole_and_agreeing(workspace, env, gemini):
+    kill_at_random_moments(workspace, env, gemini, kills=3)
+
+
+def test_the_model_cannot_write_the_evaluator(workspace, env, gemini):
+    gemini.reply(api.answer(good_change("notes") + [("evaluate.py", "print('{\"score\": 100}')\n")]))
+    assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
+    assert not (workspace / "evaluate.py").exists()
+    [row] = record.iterations(workspace)
+    assert ["Refused", "evaluate.py: protected"] in row["facts"] and row["kind"] == "landed"  # the seed is told
+    (workspace / "seed.py").write_text(CHEATING_SEED)  # a seed that writes it anyway: the keeper does not land it
+    assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
+    assert not (workspace / "evaluate.py").exists()
+    assert ["Not landed (the keeper's)", "evaluate.py"] in record.iterations(workspace)[-1]["facts"]
+
+
+CHEATING_SEED = """import json, pathlib
+pathlib.Path('evaluate.py').write_text('print(json.dumps({"score": 100}))')
+pathlib.Path('cheat.py').write_text('x = 1')
+pathlib.Path('.seed').mkdir(exist_ok=True)
+pathlib.Path('.seed/record.json').write_text(json.dumps({'outcome': 'applied'}))
+"""
+
+
+EVALUATOR = """import json, pathlib
+here = pathlib.Path('.')
+print('scoring')
+print(json.dumps({"score": len(list(here.glob('f*.py'))) - 5 * (here / 'bad.py').exists(), "files": 1}))
+"""
+
+
+def test_the_score_is_recorded_charted_and_with_the_ratchet_a_fall_is_rolled_back(workspace, env, gemini):
+    (workspace / "evaluate.py").write_text(EVALUATOR)
+    env["SEED_RATCHET"] = "score"
+    gemini.reply(api.answer(good_change("f1"))).reply(api.answer(good_change("f2") + [("bad.py", "x = 1\n")]))
+    done = run_fallback(workspace, env, "--iterations", "2")
+    assert done.returncode == 0, done.stderr
+    first, second = record.iterations(workspace)
+    assert first["score"] == 1 and first["scores"] == {"score": 1, "files": 1} and ["Score", "1 (files 1)"] in \
+        first["facts"]
+    assert second["kind"] == "rolled back" and second["outcome"] == "rolled back: score fell from 1 to -3"
+    assert not (workspace / "bad.py").exists()
+    assert "score fell from 1 to -3" in (workspace / "pending_tasks.md").read_text()
+    assert "#1 landed: " in done.stdout and "score 1)" in done.stdout and "- Score: 1 (files 1)" in \
+        (workspace / "iteration_log.md").read_text()
+    assert "Score (evaluate.py): <b>1</b>" in (workspace / "report.html").read_text()
+    (workspace / "evaluate.py").write_text("raise SystemExit(3)\n")  # the person's evaluator breaks
+    gemini.reply(api.answer(good_change("f3")))
+    done = run_fallback(workspace, env, "--iterations", "1")
+    assert "evaluate.py failed (exit 3) at the last known-good state too" in done.stdout
+    assert record.iterations(workspace)[-1]["kind"] == "landed" and "evaluate.py" not in \
+        (workspace / "pending_tasks.md").read_text()
