@@ -32,10 +32,12 @@ SHAPE = ('not a generateContent request: {"systemInstruction": {"parts": [{"text
 
 # --- the request ----------------------------------------------------------------------------------
 def read_request(data):
-    """The seed's generateContent body, or a ValueError saying what it must look like."""
+    """The seed's generateContent body, or a ValueError saying what it must look like. Only what can be sent as it
+    is: strict JSON (no NaN, nothing nested past reason), text parts that say something, the roles Gemini takes,
+    and numbers where numbers go."""
     try:
-        request = json.loads(data)
-    except ValueError:
+        request = json.loads(data, parse_constant=refuse_constant)
+    except (ValueError, RecursionError):
         request = None
     system, config = (request.get(name) if isinstance(request, dict) else None
                       for name in ("systemInstruction", "generationConfig"))
@@ -44,13 +46,23 @@ def read_request(data):
             or not isinstance(config or {}, dict):
         raise ValueError(SHAPE)
     contents = request["contents"] + ([system] if system else [])
-    if any(set(part) - {"text", "thought"} or not isinstance(part.get("text"), str)
-           for content in contents for part in content["parts"]):
-        raise ValueError("only text parts are accepted (no inlineData, fileData or other parts)")
+    if any(set(part) - {"text", "thought"} or not isinstance(part.get("text"), str) or not part["text"].strip()
+           for content in contents for part in content["parts"]) or not all(content["parts"] for content in contents):
+        raise ValueError("only text parts that say something are accepted (no inlineData, fileData, other or empty "
+                         "parts)")
+    if any(content.get("role", "user") not in ("user", "model") for content in request["contents"]):
+        raise ValueError('each content\'s role is "user" or "model"')
     count = (config or {}).get("candidateCount", 1)
-    if count != 1:
+    if type(count) is not int or count != 1:
         raise ValueError(f"candidateCount must be 1 (was {count!r}): one answer is asked at a time")
+    for name in ("maxOutputTokens", "topK", "seed"):
+        if name in (config or {}) and type(config[name]) is not int:
+            raise ValueError(f"generationConfig.{name} must be a whole number (was {config[name]!r})")
     return request
+
+
+def refuse_constant(name):
+    raise ValueError(f"{name} is not JSON a model takes")
 
 
 def is_content(value):

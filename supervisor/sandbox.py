@@ -67,6 +67,7 @@ import ctypes
 import errno
 import fcntl
 import functools
+import glob
 import json
 import os
 import resource
@@ -116,7 +117,8 @@ PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
 GET_FLAGS, SET_FLAGS, UP = 0x8913, 0x8914, 1  # SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP
 PID_MAX = "/proc/sys/kernel/pid_max"  # a PID namespace's own since Linux 6.14; the kernel's least is 301
 SHM = "/dev/shm"
-HIDDEN = ["/run", "/var/run", "/tmp/.X11-unix"]  # where well-known UNIX sockets live: D-Bus, docker, X11, systemd
+HIDDEN = ["/run", "/var/run", "/tmp/.X11-unix", "/tmp/.ICE-unix", "/tmp/tmux-*", "/tmp/ssh-*", "/tmp/emacs*",
+          "/tmp/screens"]  # where well-known UNIX sockets live: D-Bus, docker, X11, systemd, tmux, ssh-agent, emacs
 
 Support = namedtuple("Support", "confined abi text")  # probe()'s answer; abi is 0 without Landlock
 LIBC = ctypes.CDLL(None, use_errno=True)
@@ -361,7 +363,8 @@ def set_up_namespaces(policy):
     if os.path.isdir(SHM):
         mount("tmpfs", SHM, "tmpfs", NO_SUID | NO_DEV, f"size={policy['shm']},nr_inodes=16k,mode=1777")
     kept = [os.path.realpath(path) for path in policy["read"] + policy["write"]]
-    for folder in sorted({os.path.realpath(path) for path in HIDDEN if os.path.isdir(path)}):
+    for folder in sorted({os.path.realpath(path) for pattern in HIDDEN for path in glob.glob(pattern)
+                          if os.path.isdir(path)}):
         if not any(path == folder or path.startswith(folder + "/") for path in kept):
             mount("tmpfs", folder, "tmpfs", READ_ONLY | NO_SUID | NO_DEV | NO_EXEC, "size=4k")
     with socket.socket() as any_socket:

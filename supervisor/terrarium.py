@@ -247,13 +247,32 @@ def confinement():
 def policy(gateway_port=None, own_servers=False, judged=None):
     """What a child may reach: the seed, the working copy and the gateway; the gate's checks, the judged copy (to
     read, not write) and only servers of their own. Folders in PYTHONPATH stay readable, so the child imports
-    what this process would."""
+    what this process would; but never the person's folder itself: a folder that holds it (PYTHONPATH naming
+    it, a virtual environment made in it) is allowed all around it instead."""
     rules = sandbox.policy_for(WORK if judged is None else SCRATCH, SCRATCH, gateway_port, LIMITS,
                                own_servers=own_servers, require=SANDBOX_REQUIRED,
                                isolate=NAMESPACES and sandbox.isolation()[0], processes=PROCESSES, shm=SHM_BYTES)
     rules["read"] += [str(judged)] if judged else []
     rules["read"] += [folder for folder in os.environ.get("PYTHONPATH", "").split(os.pathsep) if folder]
+    rules["read"] = [allowed for folder in rules["read"] for allowed in around_the_folder(folder)]
     return rules
+
+
+def around_the_folder(path):
+    """`path` if it does not hold the person's folder (ROOT); else what lies beside the way down to ROOT (and
+    inside ROOT, its own Python packages if it is a virtual environment), never ROOT itself: its .env and
+    backups/ are not the model's to read."""
+    path, root = os.path.realpath(path), os.path.realpath(ROOT)
+    if root != path and not root.startswith(path.rstrip(os.sep) + os.sep):
+        return [path]
+    if root == path:
+        return [folder for folder in sys.path if folder.startswith(root + os.sep) and "site-packages" in folder]
+    try:
+        beside = [entry.path for entry in os.scandir(path)]
+    except OSError:
+        return []
+    return [allowed for entry in beside for allowed in (around_the_folder(entry) if root.startswith(entry + os.sep)
+                                                        or root == entry else [entry])]
 
 
 def run_bounded(command, env, timeout, rules, watch=None, cwd=WORK, pass_fds=()):
@@ -271,7 +290,7 @@ def run_bounded(command, env, timeout, rules, watch=None, cwd=WORK, pass_fds=())
     child = subprocess.Popen(sandbox.command(command, rules), cwd=cwd, env=env, pass_fds=pass_fds,
                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              start_new_session=True)
-    write_atomically(RUNNING, json.dumps({"pid": child.pid}))
+    write_atomically(RUNNING, json.dumps({"pid": child.pid, "started": started(child.pid)}))
     tail = deque()
     reader = threading.Thread(target=keep_tail, args=(child.stdout, tail, watch), daemon=True)
     reader.start()
@@ -308,11 +327,15 @@ def wait_within(child, limit):
 
 def end_orphans():
     """End the process group a killed supervisor left running, if it is still there."""
-    pid = load_json(RUNNING).get("pid")
+    marker = load_json(RUNNING)
+    pid = marker.get("pid")
     if isinstance(pid, int) and pid > 1:
-        try:
-            ours = os.readlink(f"/proc/{pid}/cwd").startswith(str(ROOT))
-        except OSError:  # no /proc (macOS): trust a group led by a python process
+        if os.path.isdir("/proc/self"):  # ours: the group its leader began, by the leader's start time, wherever
+            members = [started(int(p)) for p in os.listdir("/proc") if p.isdigit() and group_of(int(p)) == pid]
+            expected = marker.get("started")  # none in an older keeper's marker
+            ours = bool(members) and (started(pid) in (expected, None) if expected else True) and \
+                min(members) >= (expected or 0)  # whatever folder its members moved to, its leader gone or not
+        else:  # no /proc (macOS): trust a group led by a python process
             ps = subprocess.run(["ps", "-o", "pgid=,command=", "-p", str(pid)], capture_output=True, text=True)
             ours = ps.stdout.split()[:1] == [str(pid)] and "python" in ps.stdout
         if ours:
@@ -322,6 +345,26 @@ def end_orphans():
             except (ProcessLookupError, PermissionError):
                 pass
     RUNNING.unlink(missing_ok=True)
+
+
+def stat_fields(pid):
+    """The fields of /proc/PID/stat after the command's name, or [] when there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat_file:
+            return stat_file.read().rsplit(b") ", 1)[1].split()
+    except (OSError, IndexError):
+        return []
+
+
+def started(pid):
+    """When a process started, in clock ticks since boot (None without /proc or the process)."""
+    fields = stat_fields(pid)
+    return int(fields[19]) if len(fields) > 19 else None
+
+
+def group_of(pid):
+    fields = stat_fields(pid)
+    return int(fields[2]) if len(fields) > 2 else None
 
 
 def keep_tail(stream, tail, watch):

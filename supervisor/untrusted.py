@@ -10,6 +10,7 @@ import os
 import secrets
 import shutil
 import stat
+import subprocess
 
 MAX_DEPTH = 32          # folders within folders; deeper is not a codebase
 FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -130,7 +131,7 @@ def holds_file(top, rel):
 
 
 def wipe(top):
-    """Remove a whole tree, whatever the model's code did to its modes."""
+    """Remove a whole tree, whatever the model's code did to its modes or its depth."""
     def unlock_and_retry(function, path, _):
         parent = os.path.dirname(path)
         if stat.S_ISDIR(os.lstat(parent).st_mode):
@@ -138,9 +139,18 @@ def wipe(top):
         if stat.S_ISDIR(os.lstat(path).st_mode):
             os.chmod(path, 0o700)
         function(path)
-    if os.path.lexists(top):
-        shutil.rmtree(top, onerror=unlock_and_retry) if os.path.isdir(top) and not os.path.islink(top) \
-            else os.unlink(top)
+    if not os.path.lexists(top):
+        return
+    if not os.path.isdir(top) or os.path.islink(top):
+        os.unlink(top)
+        return
+    try:
+        shutil.rmtree(top, onerror=unlock_and_retry)
+    except (RecursionError, OSError):  # deeper than Python's recursion, or than a path can name: the system's tools
+        for tool in (["chmod", "-R", "u+rwx", "--", str(top)], ["rm", "-rf", "--", str(top)]):  # walk with openat
+            subprocess.run(tool, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if os.path.lexists(top):
+            raise OSError(f"cannot remove {top}: remove it by hand") from None
 
 
 # --- walking ------------------------------------------------------------------------------------

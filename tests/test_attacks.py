@@ -5,16 +5,20 @@ Each attack is what a model optimising for "tests pass" or careless with the fil
 holds only what passed the gate, nothing outside it changed, no secret reached a file or a prompt, the keeper
 neither crashed nor hung, and the loop went on.
 """
+import json
 import os
 import re
+import shutil
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
 import fake_gemini as api
-from conftest import KEY, REPO
-from test_fallback import outcomes, run_fallback
+from conftest import KEY, REPO, load_keeper
+from test_fallback import outcomes, run_fallback, wait_for
 
 FAILING_TEST = ("tests/test_calc.py", "from calc import add\n\n\ndef test_add():\n    assert add(2, 2) == 4\n")
 WRONG_CALC = ("calc.py", "def add(a, b):\n    return a - b\n")
@@ -378,3 +382,84 @@ def test_a_made_up_locale_variable_of_the_shell_never_reaches_the_run(keyed, env
     held(keyed, done, gemini, outside, 1)
     seen = (keyed / "env.txt").read_text()
     assert "SECRETSECRET" not in seen and '"LC_ALL": "C.UTF-8"' in seen
+
+
+def test_pythonpath_naming_the_folder_lets_no_run_read_the_key(keyed, env, gemini, outside):
+    env["PYTHONPATH"] = str(keyed)  # as a person might have it, working in the folder
+    (keyed / "seed.py").write_text(seed_that(
+        "try:\n    pathlib.Path('stolen.txt').write_text(pathlib.Path('../../.env').read_text())\n"
+        "except OSError as error:\n    print('refused', error)"))
+    gemini.reply(api.answer([("other.py", "x = 3\n")])).reply(api.answer([("other.py", "x = 4\n")]))
+    done = run_fallback(keyed, env, "--iterations", "2", timeout=120)
+    held(keyed, done, gemini, outside, 2)  # the key is in no file of the folder but .env, and in no prompt
+    assert outcomes(keyed) == ["landed: 1 file(s) changed"] * 2
+
+
+def test_a_tree_deeper_than_python_recurses_is_wiped_and_the_next_start_is_clean(keyed, env, gemini, outside):
+    (keyed / "seed.py").write_text(seed_that(
+        "here = os.getcwd()\nos.chdir(os.environ.get('TMPDIR', '.'))\nfor _ in range(3000):\n"
+        "    os.mkdir('d')\n    os.chdir('d')\nos.chdir(here)"))
+    gemini.reply(api.answer([("other.py", "x = 3\n")])).reply(api.answer([("other.py", "x = 4\n")]))
+    done = run_fallback(keyed, env, "--iterations", "2", timeout=120)
+    held(keyed, done, gemini, outside, 2)
+    again = run_fallback(keyed, env, "--status")
+    assert again.returncode == 0 and "Traceback" not in again.stderr
+
+
+def test_a_run_that_moved_away_is_ended_at_the_next_start_after_the_keeper_was_killed(keyed, env, gemini, outside):
+    env["SEED_NAMESPACES"] = "0"  # the fallback: no PID namespace to end it with
+    (keyed / "seed.py").write_text(seed_that("os.chdir('/')\nimport time\ntime.sleep(60)"))
+    gemini.reply(api.answer([("other.py", "x = 1\n")]))
+    keeper = subprocess.Popen([sys.executable, "fallback.py", "--iterations", "1"], cwd=keyed, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    marker = keyed / "backups" / "running.json"
+    wait_for(lambda: marker.exists() and moved(json.loads(marker.read_text())["pid"]))
+    leader = json.loads(marker.read_text())["pid"]
+    keeper.kill()
+    keeper.wait()
+    assert group(leader)  # the run lives on, in /, after its keeper's kill -9
+    (keyed / "seed.py").write_text((REPO / "seed.py").read_text())
+    gemini.reply(api.answer([("other.py", "x = 2\n")]))
+    done = run_fallback(keyed, env, "--iterations", "1")
+    assert done.returncode == 0 and "Traceback" not in done.stderr
+    wait_for(lambda: not group(leader), 5)
+
+
+def moved(pid):
+    try:
+        return os.readlink(f"/proc/{pid}/cwd") == "/"
+    except OSError:
+        return False
+
+
+def group(leader):
+    """The live processes of a process group."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            fields = (entry / "stat").read_bytes().rsplit(b") ", 1)[1].split()
+            if entry.name.isdigit() and int(fields[2]) == leader and fields[0] != b"Z":
+                found.append(int(entry.name))
+        except (OSError, IndexError):
+            pass
+    return found
+
+
+def test_a_tmux_server_of_the_persons_is_out_of_the_runs_reach(keyed, env, gemini, outside, tmp_path):
+    if shutil.which("tmux") is None or not load_keeper("sandbox").isolation()[0]:
+        pytest.skip("needs tmux, and namespaces for the run")
+    sockets = Path(f"/tmp/tmux-{os.getuid()}")
+    made = not sockets.exists()
+    server = f"seed-test-{os.getpid()}"
+    subprocess.run(["tmux", "-L", server, "new-session", "-d", "sleep 60"], check=True)
+    try:
+        (keyed / "seed.py").write_text(seed_that(
+            f"import subprocess\nsubprocess.run(['tmux', '-L', '{server}', 'new-window', "
+            f"'touch {outside}/pwned'], capture_output=True)"))
+        gemini.reply(api.answer([("other.py", "x = 3\n")]))
+        done = run_fallback(keyed, env, "--iterations", "1", timeout=120)
+        held(keyed, done, gemini, outside, 1)  # nothing new outside: no pwned
+    finally:
+        subprocess.run(["tmux", "-L", server, "kill-server"], capture_output=True)
+        if made:
+            shutil.rmtree(sockets, ignore_errors=True)
