@@ -18,6 +18,7 @@ one's, the peak memory under 100 MB, backups/ within the retention policy's cap,
 cascade's median at 4,482 tests at most a third of the whole suite's.
 """
 import argparse
+import importlib
 import json
 import multiprocessing
 import os
@@ -70,6 +71,8 @@ def age(root, sections):
             log.write(f"\n## Iteration {number} — 2026-01-01 00:00:00 UTC — landed: 3 file(s) changed\n\n- Tasks:\n"
                       f"  1. Add feature {number}\n- Files: pkg1/mod1.py +3 −3, pkg2/mod2.py +1 −1\n- Model: "
                       f"gemini-3.5-flash, 1 request(s), tokens 31,000 prompt + 900 output + 400 thinking; 4.1 s\n")
+    record = importlib.import_module(f"{k.settings.__name__.rsplit('.', 1)[0]}.record")
+    record.writer(root).db.close()  # the keeper's record, made from that log as a first start would make it
 
 
 def measure(root):
