@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "bench"))
 import fake_gemini as api  # noqa: E402  (the tests' fake server)
-from conftest import PRODUCT_FILES, STEERING, TEST_MODELS, seed_and_its_modules  # noqa: E402
+from conftest import TEST_MODELS, fresh_workspace  # noqa: E402
 from freeday import KEY, codebase_bytes, grow as grow_code, make_workspace  # noqa: E402
 from test_record import kill_at_random_moments  # noqa: E402
 from test_report import grow, record, report  # noqa: E402
@@ -126,13 +126,7 @@ def at_scale(iterations):
 
 def kills(count):
     with tempfile.TemporaryDirectory(prefix="record-kills-") as folder:
-        root = Path(folder) / "workspace"
-        for rel in PRODUCT_FILES + seed_and_its_modules():
-            if (REPO / rel).is_file():
-                (root / rel).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(REPO / rel, root / rel)
-        for rel, text in STEERING.items():
-            (root / rel).write_text(text)
+        root = fresh_workspace(Path(folder) / "workspace")
         fake = api.FakeGemini()
         env = keeper_env(fake)
         env["GEMINI_API_KEY"] = KEY

@@ -328,30 +328,25 @@ def iterations(root=ROOT, since=0, last=None, number=None, light=False):
 
 
 def count(root=ROOT):
-    db = reader(root)
-    if db is None:
-        return 0
-    found = db.execute("SELECT count(*) FROM iterations").fetchone()[0]
-    db.close()
-    return found
+    return one_value(root, "SELECT count(*) FROM iterations", default=0)
 
 
 def last_number(root=ROOT):
-    db = reader(root)
-    if db is None:
-        return 0
-    found = db.execute("SELECT max(number) FROM iterations").fetchone()[0]
-    db.close()
-    return found or 0
+    return one_value(root, "SELECT max(number) FROM iterations", default=0)
 
 
 def has_row(root, number):
+    return one_value(root, "SELECT 1 FROM iterations WHERE number = ?", (number,), default=0) == 1
+
+
+def one_value(root, query, args=(), default=None):
+    """The first value of the first row a query gives; `default` without a record, a row or a value."""
     db = reader(root)
     if db is None:
-        return False
-    found = db.execute("SELECT 1 FROM iterations WHERE number = ?", (number,)).fetchone()
+        return default
+    found = db.execute(query, args).fetchone()
     db.close()
-    return found is not None
+    return found[0] if found and found[0] is not None else default
 
 
 def ledger(root=ROOT):

@@ -44,9 +44,12 @@ def gemini():
 
 @pytest.fixture
 def workspace(tmp_path):
-    """A fresh clone's workspace: seed.py and the modules it imports from this folder, the product's files,
-    and fixed steering texts (without the project's own tests, to keep the gate fast)."""
-    root = tmp_path / "workspace"
+    return fresh_workspace(tmp_path / "workspace")
+
+
+def fresh_workspace(root):
+    """A fresh clone's workspace in root: seed.py and the modules it imports from this folder, the product's
+    files, and fixed steering texts (without the project's own tests, to keep the gate fast)."""
     for rel in PRODUCT_FILES + seed_and_its_modules():
         if (REPO / rel).is_file():
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
