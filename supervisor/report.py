@@ -37,6 +37,8 @@ DIFF_MARGIN = 20   # lines kept on either side of a change when the rest of a lo
                    # difflib, so that it pairs lines as it would on the whole file
 CHART_DAYS = 60    # the newest days in the requests chart
 STRIP_CELLS = 40   # the outcome strip is this many iterations wide at least (fewer leave room on the right)
+STRIP_MOST = 2_000  # and at most this many cells: past that, a cell stands for several iterations
+OLDER_ROWS = 2_000  # older iterations listed one row each; those before are reached with --show N
 OUTCOMES = ("landed", "no change", "rolled back", "waiting", "stopped")  # how an outcome in a heading starts
 STATE_KINDS = {"genesis": 1, "before": 1, "landed": 0, "by hand": 0}  # snapshots holding a state the codebase
 # was in, and how far before their iteration it stands (a before snapshot is the state the one before left)
@@ -471,10 +473,14 @@ def draw_outcomes(sections):
     """Every iteration as a cell coloured by its outcome, oldest first, with the key to the colours."""
     if not sections:
         return ""
-    width, gap = max(len(sections), STRIP_CELLS), 0.2 if len(sections) <= STRIP_CELLS else 0
+    per = -(-len(sections) // STRIP_MOST)  # iterations a cell stands for: the strip stays a size a page can hold
+    rank = lambda kind: OUTCOMES.index(kind) if kind in OUTCOMES else len(OUTCOMES)
+    kinds = [min((s["kind"] for s in sections[at:at + per]), key=rank)
+             for at in range(0, len(sections), per)]  # a cell of many shows the best that happened in them
+    width, gap = max(len(kinds), STRIP_CELLS), 0.2 if len(kinds) <= STRIP_CELLS else 0
     cells = {}
-    for n, section in enumerate(sections):
-        cells.setdefault(outcome_class(section["kind"]), []).append(f"M{n} 0h{1 - gap:g}v1h-{1 - gap:g}z")
+    for n, kind in enumerate(kinds):
+        cells.setdefault(outcome_class(kind), []).append(f"M{n} 0h{1 - gap:g}v1h-{1 - gap:g}z")
     key = "".join(f'<span><i style="background:var(--{outcome_class(kind)})"></i>{kind}</span>' for kind in OUTCOMES)
     return (f'<svg class="strip" viewBox="0 0 {width} 1" preserveAspectRatio="none" role="img">'
             + "".join(f'<path class="cell {kind}" d="{"".join(d)}"/>' for kind, d in cells.items())
@@ -531,7 +537,7 @@ def draw_growth(points, marks, last):
     line = f"M{x(points[0][0]):.1f} {y(points[0][1]):.1f}" + "".join(
         f"L{x(n):.1f} {y(v):.1f}" if unknown(before, n) else f"H{x(n):.1f}V{y(v):.1f}"
         for (before, _), (n, v) in zip(points, points[1:])) + f"H{RIGHT}"
-    ticks = {kind: "".join(f"M{x(n):.1f} {row}v9" for n in numbers)
+    ticks = {kind: "".join(f"M{at:.1f} {row}v9" for at in sorted({round(x(n), 1) for n in numbers}))  # one a place
              for (kind, numbers), row in zip(marks.items(), (BOTTOM + 5, BOTTOM + 16))}
     return (f'<svg viewBox="0 0 {W} {H}" role="img">{y_axis(top)}'
             f'<path class="area" d="{line}V{BOTTOM}H{x(points[0][0]):.1f}Z"/><path class="line" d="{line}"/>'
@@ -650,10 +656,12 @@ def render_timeline(sections, diffs):
     cards = [render_card(s, diffs.get(s["number"]), n < OPEN_CARDS, n < EXCHANGE_CARDS)
              for n, s in enumerate(newest[:FULL_CARDS])]
     older = newest[FULL_CARDS:]
-    rows = "".join(render_row(s) for s in older)
+    rows = "".join(render_row(s) for s in older[:OLDER_ROWS])
+    rest = (f'<p class="muted">and {len(older) - OLDER_ROWS:,} older still: <code>python fallback.py --show N</code> '
+            'shows any of them, and the record holds them all (docs/files.md)</p>') if len(older) > OLDER_ROWS else ""
     table = (f'<details><summary><b>{len(older):,} older iteration(s)</b>, one row each</summary><div class="scroll">'
-             f'<table><tr><th>#</th><th>time (UTC)</th><th>outcome</th><th>files</th></tr>{rows}</table></div>'
-             '</details>') if older else ""
+             f'<table><tr><th>#</th><th>time (UTC)</th><th>outcome</th><th>files</th></tr>{rows}</table>{rest}'
+             '</div></details>') if older else ""
     return (f'<section id="timeline"><h2>Iterations, newest first ({len(sections):,})</h2>'
             + ("".join(cards) or "<p>No iteration is logged yet.</p>") + table + "</section>")
 

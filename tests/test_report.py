@@ -8,6 +8,7 @@ bench/report.py builds its large workspace with `Workspace` and `grow` from here
 import hashlib
 import json
 import random
+import re
 import subprocess
 from collections import Counter
 from datetime import datetime, timedelta, timezone
@@ -421,3 +422,16 @@ def test_export_refuses_a_destination_it_should_not_write(demo, tmp_path, where)
         export.export_git(demo.root, dest)
     assert "\n" not in str(refused.value)
     assert not (demo.root / "history").exists() and not (demo.root / ".git").exists()
+
+
+def test_the_page_stays_a_size_a_browser_opens_however_long_the_run(tmp_path, monkeypatch):
+    monkeypatch.setattr(report, "OLDER_ROWS", 20)  # the bounds, made small: the run below stands for 100,000
+    monkeypatch.setattr(report, "STRIP_MOST", 50)
+    run = grow(tmp_path, 260, files=30, keep=40)
+    page = report.write_report(run.root).read_text()
+    tags = parse(page)
+    assert tags.errors == [] and tags.open == []
+    older = page.split("older iteration(s)</b>")[1].split("</details>")[0]
+    assert older.count("<tr") == 20 + 1 and "and 40 older still: <code>python fallback.py --show N</code>" in page
+    strip = re.search(r'<svg class="strip" viewBox="0 0 (\d+) 1"', page)
+    assert strip and int(strip.group(1)) <= 50  # a cell stands for several iterations
