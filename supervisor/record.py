@@ -327,6 +327,38 @@ def iterations(root=ROOT, since=0, last=None, number=None, light=False):
     return rows
 
 
+RANK = ("CASE kind WHEN 'landed' THEN 0 WHEN 'no change' THEN 1 WHEN 'rolled back' THEN 2 WHEN 'waiting' THEN 3 "
+        "WHEN 'stopped' THEN 4 ELSE 5 END")  # the order of Kind: a cell of many iterations shows the best of them
+
+
+def summary(root=ROOT, cells=2_000):
+    """What the page shows of every iteration, counted by SQLite so that its cost stays flat whatever the history:
+    {total, kinds: {kind: count}, first, last (their end times), low, high (their numbers), strip: the best
+    outcome's rank in each of at most `cells` runs of iterations, marks: {landed, rolled back: the first number
+    of each run that had one}, scores: [(number, score)] of the last landing with a score in each run}."""
+    db = reader(root)
+    found = {"total": 0, "kinds": {}, "first": None, "last": None, "low": 0, "high": 0, "strip": [],
+             "marks": {"landed": [], "rolled back": []}, "scores": []}
+    if db is None:
+        return found
+    total, low, high, first, last = db.execute("SELECT count(*), min(number), max(number), min(ended), max(ended) "
+                                               "FROM iterations").fetchone()
+    if total:
+        per = max(1, -(-(high - low + 1) // cells))
+        run = f"(number - {int(low)}) / {int(per)}"
+        found.update(total=total, first=first, last=last, low=low, high=high,
+                     kinds=dict(db.execute("SELECT kind, count(*) FROM iterations GROUP BY kind")),
+                     strip=[rank for _, rank in db.execute(f"SELECT {run} AS cell, min({RANK}) FROM iterations "
+                                                          "GROUP BY cell ORDER BY cell")],
+                     marks={kind: [n for (n,) in db.execute(f"SELECT min(number) FROM iterations WHERE kind = ? "
+                                                            f"GROUP BY {run}", (kind,))]
+                            for kind in ("landed", "rolled back")},
+                     scores=list(db.execute(f"SELECT max(number), score FROM iterations WHERE kind = 'landed' AND "
+                                            f"score IS NOT NULL GROUP BY {run} ORDER BY 1")))
+    db.close()
+    return found
+
+
 def count(root=ROOT):
     return one_value(root, "SELECT count(*) FROM iterations", default=0)
 

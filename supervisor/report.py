@@ -50,11 +50,11 @@ FAILURE = re.compile(r"\s*\[failure (\w+): (\d+) times? since ([^,\]]+), first a
 
 
 # --- reading the record -----------------------------------------------------------------------
-def read_iterations(root, whole=None):
-    """The iterations of the record in order, each {number, time, heading_time, outcome, kind, tasks, facts,
-    output, restored, files, model, score, scores}; with `whole`, only the newest `whole` have their tasks, facts
-    and output (the others are shown as one row)."""
-    rows = record.iterations(root, light=whole is not None)
+def read_iterations(root, whole=None, newest=None):
+    """The iterations of the record in order (only the `newest` few, when asked), each {number, time, heading_time,
+    outcome, kind, tasks, facts, output, restored, files, model, score, scores}; with `whole`, only the newest
+    `whole` have their tasks, facts and output (the others are shown as one row)."""
+    rows = record.iterations(root, last=newest, light=whole is not None)
     if whole:
         rows[-whole:] = record.iterations(root, last=whole)
     return [{**section_of(row), "root": root} for row in rows]
@@ -290,7 +290,9 @@ def write_report(root, quotas=None):
     """Write root/report.html from the record (atomically); its path. `quotas`: {model: requests a day},
     by default as models.py knows them."""
     root = Path(root)
-    sections, snapshots, ledger = read_iterations(root, FULL_CARDS), read_index(root), record.ledger(root)
+    sections, snapshots, ledger = read_iterations(root, FULL_CARDS, FULL_CARDS + OLDER_ROWS), read_index(root), \
+        record.ledger(root)
+    overall = record.summary(root, STRIP_MOST)  # every iteration, counted by the record: flat whatever the history
     known, used = load_cache(root), {"folders": {}, "diffs": {}}
     counts = measure_states(root, snapshots, known["folders"], used["folders"])
     pairs = pair_landings(sections, snapshots)
@@ -298,7 +300,8 @@ def write_report(root, quotas=None):
     if used != known:
         save_cache(root, used)
     quotas = daily_quotas(root, {model for models in ledger.values() for model in models}) if quotas is None else quotas
-    write_atomically(root / "report.html", render_page(root, sections, snapshots, counts, pairs, diffs, ledger, quotas))
+    write_atomically(root / "report.html", render_page(root, sections, overall, snapshots, counts, pairs, diffs, ledger,
+                                                       quotas))
     return root / "report.html"
 
 
@@ -314,14 +317,14 @@ def daily_quotas(root, names):
     return {name: known.get(name)["rpd"] for name in names if said(name) and known.get(name)["rpd"] < float("inf")}
 
 
-def render_page(root, sections, snapshots, counts, pairs, diffs, ledger, quotas):
+def render_page(root, sections, overall, snapshots, counts, pairs, diffs, ledger, quotas):
     now, goal = now_state(sections, snapshots, pairs, counts), NAMED.get("goal.md", root / "goal.md")  # --goal's
     body = [render_goal(goal.read_text("utf-8", "replace") if goal.exists() else ""),
-            render_glance(sections, ledger, counts.get(now["id"]) if now else None, now),
-            render_growth(sections, snapshots, counts),
+            render_glance(overall, ledger, counts.get(now["id"]) if now else None, now),
+            render_growth(overall, snapshots, counts),
             render_requests(ledger, quotas),
             render_tasks(read_tasks(root)),
-            render_timeline(sections, diffs)]
+            render_timeline(sections, diffs, overall["total"])]
     made = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return PAGE.format(style=STYLE, made=made, body="\n".join(body))
 
@@ -452,31 +455,29 @@ def emphasis(text):
     return re.sub(r"\[([^\]]+)\]\((https?://[^\s()\"<>]+)\)", r'<a href="\2">\1</a>', text)
 
 
-def render_glance(sections, ledger, now, state):
+def render_glance(overall, ledger, now, state):
     """The run at a glance: iterations by outcome, days running, requests and tokens, the codebase now."""
-    kinds = {kind: sum(s["kind"] == kind for s in sections) for kind in OUTCOMES}
+    kinds = {kind: overall["kinds"].get(kind, 0) for kind in OUTCOMES}
     uses = [use for models in ledger.values() for use in models.values()]
     tokens = sum(use.get(k, 0) for use in uses for k in ("prompt", "output", "thinking"))
-    tiles = [(f"{len(sections):,}", "iterations")] + [(f"{kinds[k]:,}", k) for k in OUTCOMES if kinds[k]]
-    tiles += [(running_for(sections), "running"), (f"{sum(u.get('requests', 0) for u in uses):,}", "requests"),
+    tiles = [(f"{overall['total']:,}", "iterations")] + [(f"{kinds[k]:,}", k) for k in OUTCOMES if kinds[k]]
+    tiles += [(running_for(overall), "running"), (f"{sum(u.get('requests', 0) for u in uses):,}", "requests"),
               (f"{tokens / 1e6:.1f} M" if tokens >= 1e6 else f"{tokens:,}", "tokens")]
     if now:
         tiles += [(f"{now[0]:,}", "files now"), (f"{now[1]:,}", "lines now"), (f"{now[2]:,}", "tests now")]
     where = f" The codebase now is snapshot {esc(state['id'])}." if state and now else ""
     return ('<section id="glance"><h2>At a glance</h2><div class="tiles">'
             + "".join(f'<div class="tile"><b>{value}</b><span>{esc(label)}</span></div>' for value, label in tiles)
-            + f'</div>{draw_outcomes(sections)}<p class="muted">Requests and tokens are from the ledger '
+            + f'</div>{draw_outcomes(overall)}<p class="muted">Requests and tokens are from the ledger '
               f'(the requests in the record).{where}</p></section>')
 
 
-def draw_outcomes(sections):
-    """Every iteration as a cell coloured by its outcome, oldest first, with the key to the colours."""
-    if not sections:
+def draw_outcomes(overall):
+    """Every iteration as a cell coloured by its outcome, oldest first, with the key to the colours; past
+    STRIP_MOST iterations, a cell stands for several and shows the best that happened in them."""
+    if not overall["total"]:
         return ""
-    per = -(-len(sections) // STRIP_MOST)  # iterations a cell stands for: the strip stays a size a page can hold
-    rank = lambda kind: OUTCOMES.index(kind) if kind in OUTCOMES else len(OUTCOMES)
-    kinds = [min((s["kind"] for s in sections[at:at + per]), key=rank)
-             for at in range(0, len(sections), per)]  # a cell of many shows the best that happened in them
+    kinds = [(*OUTCOMES, "other")[rank] for rank in overall["strip"]]
     width, gap = max(len(kinds), STRIP_CELLS), 0.2 if len(kinds) <= STRIP_CELLS else 0
     cells = {}
     for n, kind in enumerate(kinds):
@@ -484,13 +485,13 @@ def draw_outcomes(sections):
     key = "".join(f'<span><i style="background:var(--{outcome_class(kind)})"></i>{kind}</span>' for kind in OUTCOMES)
     return (f'<svg class="strip" viewBox="0 0 {width} 1" preserveAspectRatio="none" role="img">'
             + "".join(f'<path class="cell {kind}" d="{"".join(d)}"/>' for kind, d in cells.items())
-            + f'</svg><p class="key">Iterations 1 to {sections[-1]["number"]}, oldest first: {key}</p>')
+            + f'</svg><p class="key">Iterations {overall["low"]} to {overall["high"]}, oldest first: {key}</p>')
 
 
-def running_for(sections):
-    """How long the logged iterations span: minutes, hours or days."""
-    times = [s["time"] for s in sections if s["time"]]
-    seconds = (max(times) - min(times)).total_seconds() if times else 0
+def running_for(overall):
+    """How long the recorded iterations span: minutes, hours or days."""
+    times = [record.heading_time({"ended": overall[end]}) for end in ("first", "last") if overall[end]]
+    seconds = (times[-1] - times[0]).total_seconds() if len(times) == 2 and all(times) else 0
     if seconds >= 2 * 86400:
         return f"{seconds / 86400:.0f} days"
     return f"{seconds / 3600:.0f} hours" if seconds >= 2 * 3600 else f"{seconds / 60:.0f} min"
@@ -547,18 +548,17 @@ def draw_growth(points, marks, last):
               f'<text x="{(LEFT + x(last)) / 2:.1f}" y="{H - 8}" text-anchor="middle">iteration</text></svg>')
 
 
-def render_growth(sections, snapshots, counts):
+def render_growth(overall, snapshots, counts):
     """Files, lines and tests of each state kept, over the iterations, with landings and rollbacks marked."""
     points = [(at, counts[e["id"]]) for at, e in state_snapshots(snapshots) if e["id"] in counts]
     if not points:
         return '<section id="growth"><h2>Growth</h2><p>No snapshot is kept yet.</p></section>'
-    marks = {"landed": [s["number"] for s in sections if s["kind"] == "landed"],
-             "rolled": [s["number"] for s in sections if s["kind"] == "rolled back"]}
-    last = max([s["number"] for s in sections] + [at for at, _ in points] + [1])
+    marks = {"landed": overall["marks"]["landed"], "rolled": overall["marks"]["rolled back"]}
+    last = max([overall["high"]] + [at for at, _ in points] + [1])
     charts = [f'<figure><figcaption>{title}: <b>{points[-1][1][column]:,}</b></figcaption>'
               f'{draw_growth([(at, c[column]) for at, c in points], marks, last)}</figure>'
               for column, title in enumerate(("Files", "Lines", "Tests"))]
-    scores = [(s["number"], s["score"]) for s in sections if s["score"] is not None and s["kind"] == "landed"]
+    scores = overall["scores"]
     if scores:  # the person's evaluate.py: the score of each state that landed
         charts.append(f'<figure><figcaption>Score (evaluate.py): <b>{scores[-1][1]:g}</b></figcaption>'
                       f'{draw_growth(scores, marks, last)}</figure>')
@@ -650,19 +650,20 @@ def render_failure(task):
             f'{render_detail(task["detail"], "its output")}</div>')
 
 
-def render_timeline(sections, diffs):
+def render_timeline(sections, diffs, total):
     """The newest FULL_CARDS iterations in full (OPEN_CARDS unfolded), the older ones one row each."""
     newest = list(reversed(sections))
     cards = [render_card(s, diffs.get(s["number"]), n < OPEN_CARDS, n < EXCHANGE_CARDS)
              for n, s in enumerate(newest[:FULL_CARDS])]
     older = newest[FULL_CARDS:]
     rows = "".join(render_row(s) for s in older[:OLDER_ROWS])
-    rest = (f'<p class="muted">and {len(older) - OLDER_ROWS:,} older still: <code>python fallback.py --show N</code> '
-            'shows any of them, and the record holds them all (docs/files.md)</p>') if len(older) > OLDER_ROWS else ""
-    table = (f'<details><summary><b>{len(older):,} older iteration(s)</b>, one row each</summary><div class="scroll">'
+    rest = (f'<p class="muted">and {total - len(sections):,} older still: <code>python fallback.py --show N</code> '
+            'shows any of them, and the record holds them all (docs/files.md)</p>') if total > len(sections) else ""
+    table = (f'<details><summary><b>{total - len(newest[:FULL_CARDS]):,} older iteration(s)</b>, one row each'
+             f'</summary><div class="scroll">'
              f'<table><tr><th>#</th><th>time (UTC)</th><th>outcome</th><th>files</th></tr>{rows}</table>{rest}'
              '</div></details>') if older else ""
-    return (f'<section id="timeline"><h2>Iterations, newest first ({len(sections):,})</h2>'
+    return (f'<section id="timeline"><h2>Iterations, newest first ({total:,})</h2>'
             + ("".join(cards) or "<p>No iteration is logged yet.</p>") + table + "</section>")
 
 
