@@ -88,8 +88,10 @@ def measure(root):
         ours.index.pop("pruned", None)  # as on a new day: the amortised prune does its whole work
         prune.append(overhead.timed(ours.k.snapshots.prune, ours.index)[1])
         page.append(overhead.timed(report.write_report, root)[1])
-    return {"iteration": statistics.median(ours.total(landed=True)), "prune": statistics.median(prune),
-            "page": statistics.median(page), "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    whole = [it + p for it, p in zip(ours.total(landed=True), page)]  # fallback.py writes the page every iteration
+    return {"iteration": statistics.median(ours.total(landed=True)), "with page": statistics.median(whole),
+            "prune": statistics.median(prune), "page": statistics.median(page),
+            "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
 def status_ms(root):
@@ -153,12 +155,14 @@ def main(argv=None):
                              page_mb=(root / "report.html").stat().st_size / 1e6,
                              snapshots=len(json.loads((root / "backups" / "index.json").read_text())["snapshots"]))
     print(f"  {'':<40}{'fresh':>10}{'aged':>10}")
-    for key, label in (("iteration", "keeper's own work per iteration, ms"), ("prune", "prune when it runs, ms"),
+    for key, label in (("iteration", "keeper's own work per iteration, ms"),
+                       ("with page", "  and the page it writes after it, ms"), ("prune", "prune when it runs, ms"),
                        ("page", "the page, ms"), ("page_mb", "the page, MB"), ("status", "--status, ms"),
                        ("rss", "peak memory, MB"), ("backups", "backups/, MB"), ("snapshots", "snapshots kept")):
         print(f"  {label:<40}{figures['fresh'][key]:>10.1f}{figures['aged'][key]:>10.1f}")
     aged, fresh = figures["aged"], figures["fresh"]
     targets = [("work per iteration within 2x", aged["iteration"] <= 2 * fresh["iteration"]),
+               ("work per iteration with the page within 2x", aged["with page"] <= 2 * fresh["with page"]),
                ("--status within 2x", aged["status"] <= 2 * fresh["status"]),
                ("peak memory under 100 MB", aged["rss"] < 100), ("the page under 2 MB", aged["page_mb"] < 2),
                ("backups/ within the cap (2,048 MB)", aged["backups"] < 2048)]

@@ -38,7 +38,7 @@ DIFF_MARGIN = 20   # lines kept on either side of a change when the rest of a lo
 CHART_DAYS = 60    # the newest days in the requests chart
 STRIP_CELLS = 40   # the outcome strip is this many iterations wide at least (fewer leave room on the right)
 STRIP_MOST = 2_000  # and at most this many cells: past that, a cell stands for several iterations
-OLDER_ROWS = 2_000  # older iterations listed one row each; those before are reached with --show N
+OLDER_ROWS = 500   # older iterations listed one row each; those before are reached with --show N
 OUTCOMES = ("landed", "no change", "rolled back", "waiting", "stopped")  # how an outcome in a heading starts
 STATE_KINDS = {"genesis": 1, "before": 1, "landed": 0, "by hand": 0}  # snapshots holding a state the codebase
 # was in, and how far before their iteration it stands (a before snapshot is the state the one before left)
