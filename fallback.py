@@ -238,7 +238,7 @@ def settle_failure(number, index, start, seed_ran, failure, session, result):
     keep_suspicion(session)  # before the walk-back: a keeper stopped during it must not keep it
     roll_back(index, start, seed_ran, number, session["bad"], result)
     if seed_ran and failure[0].startswith(("import check", "tests")) and fully_judged(start) and \
-            not is_kind(failure, gate.Failure.TESTS_REMOVED) and journal.failure_mark(*(gate.run_checks(
+            not failure[0].startswith(gate.Failure.TESTS_REMOVED.value) and journal.failure_mark(*(gate.run_checks(
                 snap.files_of(start), gate.touches_seed(result["changes"], result["files"]))[0] or ("", ""))) == mark:
         return wait_for_the_world(failure, session, result)
     result.update(outcome=f"rolled back: {failure[0]}", reason=failure[0], output=redact(failure[1]))
@@ -304,10 +304,6 @@ def note_dry_spell(index, result, dry, bad):
         journal.add_failure_task(f"Stalled: {result['dry']}. Change approach: smaller, surer steps.", "",
                          index["snapshots"][-1]["id"], journal.failure_mark("stalled", ""))
     return dry
-
-
-def is_kind(failure, kind):
-    return failure[0].startswith(kind.value)
 
 
 def judge(code, result, output, start, index):

@@ -99,9 +99,7 @@ def tick_tasks(done):
     ticked = list(lines)
     for text in done:
         for n, line in enumerate(ticked):
-            seen = line.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-            match = re.match(r"\s*[-*] \[ \] (.*)", (seen.splitlines() or [""])[0])
-            if match and one_line(match.group(1)) == text:
+            if open_task(line) == text:
                 ticked[n] = line.replace("[ ]", "[x]", 1)
                 break
     write_tasks(lines, ticked)
@@ -183,12 +181,15 @@ def account(record, use, shown):
 def open_tasks():
     """The open tasks as the seed lists them (its numbering: the first SHOWN_TASKS `- [ ]` lines, each by the
     text of its first line), so that an answer's "done" numbers can be read."""
-    found = []
-    for line in read_tasks():
-        seen = line.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-        if match := re.match(r"\s*[-*] \[ \] (.*)", (seen.splitlines() or [""])[0]):
-            found.append(one_line(match.group(1)))
-    return found[:SHOWN_TASKS]
+    return [text for text in map(open_task, read_tasks()) if text is not None][:SHOWN_TASKS]
+
+
+def open_task(line):
+    """An open task's text as seed.py reads it (undecodable bytes replaced, cut at any line break, on one line),
+    or None when the line is no open task."""
+    seen = line.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    match = re.match(r"\s*[-*] \[ \] (.*)", (seen.splitlines() or [""])[0])
+    return one_line(match.group(1)) if match else None
 
 
 def one_line(value, limit=300):

@@ -17,7 +17,7 @@ import re
 import sys
 from functools import lru_cache
 
-from .snapshots import object_path
+from .snapshots import folders_above, object_path
 
 RUNS_CODE = {"importlib", "runpy", "subprocess", "multiprocessing", "pkgutil", "ctypes", "builtins", "imp", "code",
              "zipimport"}  # modules that import or run code they are given by name
@@ -39,7 +39,7 @@ def affected(tests, changes, files):
 def graph(files):
     """({file: the files that depend on it}, the files whose dependencies cannot be known), over the .py files."""
     importers, unknown = {}, set()
-    folders = {rel[:cut] for rel in files for cut in [i for i, c in enumerate(rel) if c == "/"]}
+    folders = folders_above(files)
     for rel, sha in files.items():
         if not rel.endswith(".py"):
             continue

@@ -303,6 +303,11 @@ def retention(index):
             "(--keep ID)")
 
 
+def folders_above(paths):
+    """Every folder that holds one of these relative paths ("a/b/c.py": "a" and "a/b")."""
+    return {rel[:cut] for rel in paths for cut, char in enumerate(rel) if char == "/"}
+
+
 def remove_empty_parents(path, root=ROOT):
     for parent in path.parents:
         if parent == root:

@@ -31,8 +31,8 @@ from .console import say
 from .settings import (CONTRACT, GUARDED, JUDGED, LANDING, LANDING_BYTES, LANDING_FILES, LIMITS, LOG, NAMESPACES,
                        NOT_CODE, OUTPUT_TAIL, PROCESSES, ROOT, RUNNING, SANDBOX_REQUIRED, SCRATCH, SHM_BYTES, STEERING,
                        TEST_SUPPORT, WORK, WORK_BYTES, WORK_FILES, load_json, source_of, tail_of, write_atomically)
-from .snapshots import (has_object, line_changes, manifest, object_path, remove_empty_parents, stays_inside,
-                        store_object)
+from .snapshots import (folders_above, has_object, line_changes, manifest, object_path, remove_empty_parents,
+                        stays_inside, store_object)
 from .untrusted import Untrusted
 
 PROVIDED = [*STEERING, *TEST_SUPPORT, CONTRACT]  # read by the seed
@@ -72,7 +72,7 @@ def mirror(tree, wanted, blobs=None):
         there = {}
     for rel in there.keys() - wanted.keys():
         untrusted.remove(tree, rel)
-    needed = {rel[:cut] for rel in wanted for cut in [i for i, c in enumerate(rel) if c == "/"]}
+    needed = folders_above(wanted)
     for folder in sorted(folders, key=lambda rel: -rel.count("/")):  # what a run made or closed: gone, or opened
         if folder not in needed:
             untrusted.remove(tree, folder)
