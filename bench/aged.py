@@ -6,11 +6,12 @@
 
 Both workspaces hold the same 2,000-file codebase (bench/overhead.py's) and the keeper's own parts. The aged one
 is made quickly, in the keeper's own formats: a year of landed snapshots (three files changed each, eight a day)
-pruned by the retention policy as the loop would have, a year of the gateway's ledger, and a log of 100,000
-sections. On each, in a child process of its own (for its peak memory): ten iterations of the keeper's own work
-as fallback.py's run_iteration does it (bench/overhead.py's phases), then the journal's prune and the page as
-the loop does them after each iteration, `--status` as a person runs it, and the size of backups/ and of the
-page. Then the cascade gate: a three-file change to codebases of 20, 1,000 and 4,482 tests, the gate's median
+pruned by the retention policy as the loop would have, a year of the gateway's ledger, and a record of 100,000
+iterations (brought in from a log of as many sections) with 150,000 requests (the newest 5,000 iterations'
+with their bytes). On each, in a child process of its own (for its peak memory): ten iterations of the keeper's
+own work as fallback.py's run_iteration does it (bench/overhead.py's phases, a request and its bytes recorded
+with each), then the journal's prune and the page as the loop does them after each iteration, `--status` as a
+person runs it, and the size of backups/ and of the page. Then the cascade gate: a three-file change to codebases of 20, 1,000 and 4,482 tests, the gate's median
 over the tests that change can affect against the whole suite.
 
 Targets (--check): on the aged workspace the keeper's own work per iteration and --status within 2x the fresh
@@ -39,6 +40,7 @@ import overhead  # noqa: E402  (the made-up codebase and the keeper's phases, re
 REPO = BENCH.parent
 FILES, DAYS, PER_DAY, ITERATIONS, RUNS = 2_000, 365, 8, 10, 3
 TESTS_PER_FILE = 10
+BYTES = 5_000  # the newest iterations whose requests the aged record holds with their bytes
 
 
 def age(root, sections):
@@ -72,7 +74,16 @@ def age(root, sections):
                       f"  1. Add feature {number}\n- Files: pkg1/mod1.py +3 −3, pkg2/mod2.py +1 −1\n- Model: "
                       f"gemini-3.5-flash, 1 request(s), tokens 31,000 prompt + 900 output + 400 thinking; 4.1 s\n")
     record = importlib.import_module(f"{k.settings.__name__.rsplit('.', 1)[0]}.record")
-    record.writer(root).db.close()  # the keeper's record, made from that log as a first start would make it
+    book = record.writer(root)  # the keeper's record, made from that log as a first start would make it
+    with record.Transaction(book.db):  # and a year of requests, three for two iterations (the newest with their
+        for number in range(1, sections + 1):  # bytes: storing a year of them would take minutes here)
+            day = f"{began + timedelta(days=number * DAYS // sections):%Y-%m-%d}"
+            call = overhead.call(number)
+            for _ in range(1 + number % 2):
+                book.insert_request(number, {**call, "day": day} if number > sections - BYTES else
+                                    {key: call[key] for key in ("model", "kind", "latency", "tokens")} | {"day": day},
+                                    None)
+    book.db.close()
 
 
 def measure(root):

@@ -23,6 +23,7 @@ two rounds of pruning at the default retention; the disk backups/ uses, and the 
 snapshot. Prints figures; asserts nothing.
 """
 import argparse
+import json
 import importlib
 import importlib.util
 import os
@@ -92,6 +93,14 @@ def change_three(root, files, iteration):
         (root / f"pkg{n % 20}" / f"mod{n}.py").write_text(code(n, iteration + 1))
 
 
+def call(i):
+    """A request as the gateway reports it: its ledger facts and its bytes, a prompt much like the one before."""
+    prompt = json.dumps({"contents": [{"parts": [{"text": f"Goal\nthe codebase, iteration {i}\n" * 40}]}]}).encode()
+    return {"day": "2026-11-24", "model": "gemini-3.5-flash", "kind": "answer", "latency": 4.1,
+            "tokens": {"prompt": 31_000, "output": 900, "thinking": 400}, "sent": prompt, "received": b'{"candidates": []}',
+            "cleaned": b'{"candidates": []}'}
+
+
 def rolls_back(i):
     return i % 10 == 9  # now and then a change fails the gate
 
@@ -124,6 +133,7 @@ class Ours(Phases):
         self.index = self.k.snapshots.load_index()
         _, self.genesis_ms = timed(self.k.snapshots.snapshot, self.index, "genesis", 0)  # every file stored, once
         _, self.first_sync_ms = timed(self.k.terrarium.sync_work)  # every file copied, once
+        self.numbered = self.k.record.last_number(root)  # the record's next iterations follow the ones it holds
 
     def before(self, i):
         self.iterations.append({})
@@ -149,11 +159,11 @@ class Ours(Phases):
                       self.k.settings.ROOT, landed)
         outcome = "rolled back: tests failed" if rolls_back(i) else f"landed: {len(changes)} file(s) changed"
         result = {"outcome": outcome, "changes": changes, "record": None}
-        self.time("record and log", self.keep, self.k.record.row_of(i, result, 1.0))
+        self.time("record and log", self.keep, self.k.record.row_of(self.numbered + i + 1, result, 1.0), i)
 
-    def keep(self, row):
-        """As fallback.py's record_iteration: the row into the record, then its section into the log."""
-        self.k.record.writer().write(row)
+    def keep(self, row, i):
+        """As fallback.py's record_iteration: the row and its request into the record, then its section into the log."""
+        self.k.record.writer().write(row, [call(i)])
         self.k.journal.log_iteration(row)
 
     def roll_back(self, i):

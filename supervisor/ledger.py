@@ -6,18 +6,20 @@
     books.mark(model, "spent", until) ; books.blocked(model)          # a day spent, a model gone
     books.pace_wait(model, weight, facts) ; books.book(model, weight) # the sliding minute of requests and tokens
 
-usage.json: per Pacific day and model, requests, tokens (prompt, output, thinking), kinds of answer and waste.
+usage.json: per Pacific day and model, requests, tokens (prompt, output, thinking), kinds of answer and waste; the last
+USAGE_DAYS days only (the record holds every request), so that booking a request costs the same after a year.
 quota.json: per model, spent or gone until when, and its last minute's requests as [unix time, tokens].
 Not thread-safe: the gateway calls it under its lock.
 """
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from .answers import TOKEN_FIELDS
 from .settings import load_json, save_json
 
+USAGE_DAYS = 7  # Pacific days usage.json keeps
 WINDOW = 61.0  # seconds: the sliding window of the per-minute limits, with a second for the time a request takes
                # to reach the API (booked as it leaves, counted there as it arrives)
 BLOCKED = {"spent": "daily quota spent",  # why a model in quota.json may not be asked before its time
@@ -75,7 +77,8 @@ class Books:
     def count_sent(self, model):
         """(the call, its day): a request booked in the ledger before it is sent, so one cut short still counts."""
         call, day = {"model": model, "kind": "no answer", "tokens": dict.fromkeys(TOKEN_FIELDS, 0)}, pacific_day()
-        ledger = load_json(self.usage)
+        oldest = (date.fromisoformat(day) - timedelta(days=USAGE_DAYS - 1)).isoformat()
+        ledger = {past: use for past, use in load_json(self.usage).items() if past >= oldest}
         entry(ledger, day, model)["requests"] += 1
         save_json(self.usage, ledger)
         return call, day

@@ -24,6 +24,7 @@ from datetime import datetime, timezone
 from difflib import SequenceMatcher
 from enum import Enum
 
+from . import tallies
 from .console import describe_changes, redact
 from .settings import KEY_SHAPES, LOG, QUOTA, ROOT, TASK_LINES, USAGE, utc_now
 
@@ -45,6 +46,7 @@ CREATE TABLE IF NOT EXISTS carried (day TEXT, model TEXT, requests INTEGER, prom
   thinking INTEGER, kinds TEXT, wasted TEXT, PRIMARY KEY (day, model));
 CREATE TABLE IF NOT EXISTS kept (name TEXT PRIMARY KEY, content BLOB);
 CREATE INDEX IF NOT EXISTS requests_by_iteration ON requests (iteration);
+CREATE INDEX IF NOT EXISTS exchanges_by_chain ON exchanges (chain);
 """
 JSON_COLUMNS = ("files", "tasks", "done", "passing", "scores", "facts")
 LISTS = ("files", "tasks", "done", "facts")
@@ -137,6 +139,10 @@ class Writer:
         held = [self.db.execute(f"SELECT count(*) FROM {table}").fetchone()[0] for table in ("iterations", "kept")]
         if not any(held):  # a new record: bring in what today's version kept
             migrate(self, path.parent.parent)
+        if self.db.execute("PRAGMA user_version").fetchone()[0] < tallies.VERSION:  # a new record, or one from before
+            with Transaction(self.db):                                                # the tallies: counted once
+                tallies.build(self.db)
+                self.db.execute(f"PRAGMA user_version = {tallies.VERSION}")
 
     def last_prompt(self):
         """(the chain the next prompt continues, the last prompt's bytes) or (None, None)."""
@@ -152,6 +158,7 @@ class Writer:
             with Transaction(self.db):
                 self.db.execute("DELETE FROM iterations WHERE number = ?", (row["number"],))
                 self.insert_row(row)
+                tallies.after_iteration(self.db, row["number"])
                 answered = [n for n, call in enumerate(calls) if call.get("kind") == "answer"]
                 for n, call in enumerate(calls):
                     wasted = call.get("kind") if call.get("kind") != "answer" else waste if n == answered[-1] else None
@@ -172,6 +179,7 @@ class Writer:
             "latency, wasted) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (number, call.get("day"), call.get("model"), call.get("kind"), tokens.get("prompt", 0),
              tokens.get("output", 0), tokens.get("thinking", 0), call.get("latency"), wasted))
+        tallies.after_request(self.db, cursor.lastrowid)
         if "sent" in call:
             self.insert_exchange(cursor.lastrowid, scrub(call["sent"]), scrub(call.get("received") or b""),
                                  scrub(call.get("cleaned") or b""))
@@ -327,40 +335,28 @@ def iterations(root=ROOT, since=0, last=None, number=None, light=False):
     return rows
 
 
-RANK = ("CASE kind WHEN 'landed' THEN 0 WHEN 'no change' THEN 1 WHEN 'rolled back' THEN 2 WHEN 'waiting' THEN 3 "
-        "WHEN 'stopped' THEN 4 ELSE 5 END")  # the order of Kind: a cell of many iterations shows the best of them
-
-
 def summary(root=ROOT, cells=2_000):
-    """What the page shows of every iteration, counted by SQLite so that its cost stays flat whatever the history:
-    {total, kinds: {kind: count}, first, last (their end times), low, high (their numbers), strip: the best
-    outcome's rank in each of at most `cells` runs of iterations, marks: {landed, rolled back: the first number
-    of each run that had one}, scores: [(number, score)] of the last landing with a score in each run}."""
+    """What the page shows of every iteration, from the record's tallies, so that its cost stays flat whatever the
+    history: {total, kinds: {kind: count}, first, last (the first and last iterations' end times), low, high (their
+    numbers), strip: the best outcome's rank in each of at most `cells` runs of `width` iterations from number
+    `start`, marks: {landed, rolled back: the first number of each run that had one}, scores: [(number, score)] of
+    the last landing with a score in each run}."""
     db = reader(root)
-    found = {"total": 0, "kinds": {}, "first": None, "last": None, "low": 0, "high": 0, "strip": [],
-             "marks": {"landed": [], "rolled back": []}, "scores": []}
     if db is None:
-        return found
-    total, low, high, first, last = db.execute("SELECT count(*), min(number), max(number), min(ended), max(ended) "
-                                               "FROM iterations").fetchone()
-    if total:
-        per = max(1, -(-(high - low + 1) // cells))
-        run = f"(number - {int(low)}) / {int(per)}"
-        found.update(total=total, first=first, last=last, low=low, high=high,
-                     kinds=dict(db.execute("SELECT kind, count(*) FROM iterations GROUP BY kind")),
-                     strip=[rank for _, rank in db.execute(f"SELECT {run} AS cell, min({RANK}) FROM iterations "
-                                                          "GROUP BY cell ORDER BY cell")],
-                     marks={kind: [n for (n,) in db.execute(f"SELECT min(number) FROM iterations WHERE kind = ? "
-                                                            f"GROUP BY {run}", (kind,))]
-                            for kind in ("landed", "rolled back")},
-                     scores=list(db.execute(f"SELECT max(number), score FROM iterations WHERE kind = 'landed' AND "
-                                            f"score IS NOT NULL GROUP BY {run} ORDER BY 1")))
+        return {**tallies.EMPTY, "first": None, "last": None}
+    found = tallies.strip(db, cells)
+    ends = [db.execute(f"SELECT ended FROM iterations ORDER BY number {way} LIMIT 1").fetchone() for way in ("", "DESC")]
     db.close()
-    return found
+    return {**found, "first": ends[0] and ends[0][0], "last": ends[1] and ends[1][0]}
 
 
 def count(root=ROOT):
-    return one_value(root, "SELECT count(*) FROM iterations", default=0)
+    db = reader(root)
+    if db is None:
+        return 0
+    found = sum(tallies.top(db)[0])
+    db.close()
+    return found
 
 
 def last_number(root=ROOT):
@@ -391,16 +387,15 @@ def ledger(root=ROOT):
         books.setdefault(day, {})[model] = {"requests": requests, "prompt": prompt, "output": output,
                                             "thinking": thinking, "kinds": json.loads(kinds),
                                             "wasted": json.loads(wasted)}
-    for day, model, kind, prompt, output, thinking, wasted in db.execute(
-            "SELECT day, model, kind, prompt_tokens, output_tokens, thinking_tokens, wasted FROM requests"):
-        use = books.setdefault(day or "", {}).setdefault(model or "", {"requests": 0, "prompt": 0, "output": 0,
-                                                                       "thinking": 0, "kinds": {}, "wasted": {}})
-        use["requests"] += 1
+    for day, model, kind, wasted, requests, prompt, output, thinking in tallies.daily(db):
+        use = books.setdefault(day, {}).setdefault(model, {"requests": 0, "prompt": 0, "output": 0, "thinking": 0,
+                                                           "kinds": {}, "wasted": {}})
+        use["requests"] += requests
         use["prompt"], use["output"], use["thinking"] = use["prompt"] + prompt, use["output"] + output, \
             use["thinking"] + thinking
-        use["kinds"][kind] = use["kinds"].get(kind, 0) + 1
+        use["kinds"][kind] = use["kinds"].get(kind, 0) + requests
         if wasted:
-            use["wasted"][wasted] = use["wasted"].get(wasted, 0) + 1
+            use["wasted"][wasted] = use["wasted"].get(wasted, 0) + requests
     db.close()
     return books
 

@@ -483,9 +483,10 @@ def draw_outcomes(overall):
     for n, kind in enumerate(kinds):
         cells.setdefault(outcome_class(kind), []).append(f"M{n} 0h{1 - gap:g}v1h-{1 - gap:g}z")
     key = "".join(f'<span><i style="background:var(--{outcome_class(kind)})"></i>{kind}</span>' for kind in OUTCOMES)
+    each = f", a cell for each {overall['width']:,}" if overall["width"] > 1 else ""
     return (f'<svg class="strip" viewBox="0 0 {width} 1" preserveAspectRatio="none" role="img">'
             + "".join(f'<path class="cell {kind}" d="{"".join(d)}"/>' for kind, d in cells.items())
-            + f'</svg><p class="key">Iterations {overall["low"]} to {overall["high"]}, oldest first: {key}</p>')
+            + f'</svg><p class="key">Iterations {overall["low"]:,} to {overall["high"]:,}, oldest first{each}: {key}</p>')
 
 
 def running_for(overall):

@@ -64,12 +64,20 @@ def model_state(entry, now):
 
 
 def disk_use(folder):
-    """Bytes the files under folder take, each hard-linked file counted once."""
-    sizes = {}
-    for path in folder.rglob("*") if folder.is_dir() else []:
-        if path.is_file() and not path.is_symlink():
-            stat = path.stat()
-            sizes[stat.st_dev, stat.st_ino] = stat.st_size
+    """Bytes the files under folder take, each hard-linked file counted once; links not followed."""
+    sizes, folders = {}, [folder]
+    while folders:
+        try:
+            entries = os.scandir(folders.pop())
+        except OSError:  # gone, or not a folder
+            continue
+        with entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    folders.append(entry.path)
+                elif entry.is_file(follow_symlinks=False):
+                    found = entry.stat(follow_symlinks=False)
+                    sizes[found.st_dev, found.st_ino] = found.st_size
     return sum(sizes.values())
 
 

@@ -496,6 +496,10 @@ def test_an_AQ_key_refused_as_if_it_were_an_oauth_token_is_explained(gateway, up
 
 # --- the ledger -------------------------------------------------------------------------------
 def test_the_ledger_counts_every_request_exactly_even_when_the_seed_hangs_up(gateway, upstream, state):
+    today = datetime.now(PACIFIC).date()
+    days = {f"{today - timedelta(days=back)}": {LITE: {"requests": 20}} for back in range(1, 366)}  # a year booked
+    state.mkdir(parents=True, exist_ok=True)
+    (state / "usage.json").write_text(json.dumps(days))
     at_send = []
     upstream.reply(api.answer(NOTES))
     upstream.reply(api.answer(NOTES), delay=0.6, hook=lambda request: at_send.append(ledger(state)[FLASH]["requests"]))
@@ -511,6 +515,9 @@ def test_the_ledger_counts_every_request_exactly_even_when_the_seed_hangs_up(gat
     gw.record_waste(FLASH, "rolled back: tests failed")
     assert ledger(state) == {FLASH: {"requests": 2, "prompt": 2400, "output": 600, "thinking": 300,
                                      "kinds": {"answer": 2}, "wasted": {"rolled back: tests failed": 1}}}
+    kept = json.loads((state / "usage.json").read_text())  # the last week only: the record holds the rest
+    assert sorted(kept) == sorted(f"{today - timedelta(days=back)}" for back in range(7))
+    assert kept[f"{today - timedelta(days=6)}"] == {LITE: {"requests": 20}}
 
 
 # --- the door checks before it reads (issue 18, item 7) ---------------------------------------------

@@ -191,3 +191,63 @@ def test_the_score_is_recorded_charted_and_with_the_ratchet_a_fall_is_rolled_bac
     assert "evaluate.py failed (exit 3) at the last known-good state too" in done.stdout
     assert record.iterations(workspace)[-1]["kind"] == "landed" and "evaluate.py" not in \
         (workspace / "pending_tasks.md").read_text()
+
+
+def oracle(db, start, width):
+    """The summary counted the slow way, straight from the rows, in runs of `width` iterations from `start`."""
+    rows = db.execute("SELECT number, kind, score FROM iterations ORDER BY number").fetchall()
+    ranks = {kind.value: n for n, kind in enumerate(record.Kind)}
+    runs = {}
+    for number, kind, score in rows:
+        run = runs.setdefault((number - start) // width, {"best": 5, "landed": None, "rolled": None, "scored": None})
+        run["best"] = min(run["best"], ranks[kind])
+        if kind == "landed" and run["landed"] is None:
+            run["landed"] = number
+        if kind == "rolled back" and run["rolled"] is None:
+            run["rolled"] = number
+        if kind == "landed" and score is not None:
+            run["scored"] = (number, score)
+    ordered = [runs[key] for key in sorted(runs)]
+    kinds = {}
+    for _, kind, _ in rows:
+        kinds[kind] = kinds.get(kind, 0) + 1
+    return {"total": len(rows), "kinds": kinds, "low": rows[0][0], "high": rows[-1][0],
+            "strip": [run["best"] for run in ordered],
+            "marks": {"landed": [run["landed"] for run in ordered if run["landed"]],
+                      "rolled back": [run["rolled"] for run in ordered if run["rolled"]]},
+            "scores": [run["scored"] for run in ordered if run["scored"]]}
+
+
+def test_the_tallies_count_what_the_rows_say_however_they_were_written(tmp_path):
+    """The page's figures of the whole history come from running counts; they must agree with the rows, a rewritten
+    row and gaps in the numbers included, and a record from before the tallies must read the same."""
+    rng, book = random.Random(7), record.Writer(record.path_of(tmp_path))
+    numbers = sorted(rng.sample(range(1, 5_000), 2_500))
+    kinds = [kind.value for kind in record.Kind]
+
+    def write(number):
+        kind = rng.choice(kinds)
+        score = rng.random() if kind == "landed" and rng.random() < .5 else None
+        calls = [{"day": f"2026-11-{rng.randint(1, 3):02}", "model": rng.choice(["a", "b"]), "kind": "answer",
+                  "tokens": {"prompt": 10, "output": 1, "thinking": 0}}]
+        book.write({"number": number, "kind": kind, "outcome": kind, "score": score}, calls, rng.choice([None, "x"]))
+    for number in numbers + rng.sample(numbers, 300):  # 300 written again, as another outcome
+        write(number)
+    db = sqlite3.connect(record.path_of(tmp_path))
+    summaries = {cells: record.summary(tmp_path, cells) for cells in (7, 60, 2_000, 10_000)}
+    for cells, found in summaries.items():
+        assert len(found["strip"]) <= cells and found["width"] >= (found["high"] - found["low"] + 1) / cells
+        assert {key: found[key] for key in oracle(db, 0, 1)} == oracle(db, found["start"], found["width"]), cells
+    requests = db.execute("SELECT day, model, count(*), sum(prompt_tokens) FROM requests GROUP BY 1, 2").fetchall()
+    wasted = db.execute("SELECT day, model, count(*) FROM requests WHERE wasted = 'x' GROUP BY 1, 2").fetchall()
+    ledger = record.ledger(tmp_path)
+    assert sorted((d, m, u["requests"], u["prompt"]) for d, models in ledger.items() for m, u in models.items()) \
+        == sorted(requests)
+    assert sorted((d, m, u["wasted"]["x"]) for d, models in ledger.items() for m, u in models.items()) == sorted(wasted)
+    db.executescript("DROP TABLE tallies; DROP TABLE daily; PRAGMA user_version = 0")  # a record from before them
+    db.close()
+    assert {cells: record.summary(tmp_path, cells) for cells in summaries} == summaries  # counted for the reader
+    assert record.ledger(tmp_path) == ledger
+    record.Writer(record.path_of(tmp_path)).write({"number": 9_999, "kind": "landed", "outcome": "landed"})
+    again = record.summary(tmp_path, 10_000)  # the writer counted them again, and goes on
+    assert again["total"] == summaries[10_000]["total"] + 1 and again["high"] == 9_999

@@ -434,4 +434,5 @@ def test_the_page_stays_a_size_a_browser_opens_however_long_the_run(tmp_path, mo
     older = page.split("older iteration(s)</b>")[1].split("</details>")[0]
     assert older.count("<tr") == 20 + 1 and "and 40 older still: <code>python fallback.py --show N</code>" in page
     strip = re.search(r'<svg class="strip" viewBox="0 0 (\d+) 1"', page)
-    assert strip and int(strip.group(1)) <= 50  # a cell stands for several iterations
+    each = re.search(r"oldest first, a cell for each (\d+)", page)
+    assert strip and int(strip.group(1)) <= 50 and each and int(each[1]) * 50 >= 260  # a cell for several iterations
