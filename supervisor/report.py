@@ -39,7 +39,7 @@ CHART_DAYS = 60    # the newest days in the requests chart
 STRIP_CELLS = 40   # the outcome strip is this many iterations wide at least (fewer leave room on the right)
 STRIP_MOST = 2_000  # and at most this many cells: past that, a cell stands for several iterations
 OLDER_ROWS = 500   # older iterations listed one row each; those before are reached with --show N
-OUTCOMES = ("landed", "no change", "rolled back", "waiting", "stopped")  # how an outcome in a heading starts
+OUTCOMES = tuple(kind.value for kind in record.Kind if kind is not record.Kind.OTHER)  # as an outcome's text begins
 STATE_KINDS = {"genesis": 1, "before": 1, "landed": 0, "by hand": 0}  # snapshots holding a state the codebase
 # was in, and how far before their iteration it stands (a before snapshot is the state the one before left)
 TEST_FILE = re.compile(r"(?:^|/)(?:test_[^/]*|[^/]*_test)\.py$")  # the files pytest collects by default
@@ -477,7 +477,7 @@ def draw_outcomes(overall):
     STRIP_MOST iterations, a cell stands for several and shows the best that happened in them."""
     if not overall["total"]:
         return ""
-    kinds = [(*OUTCOMES, "other")[rank] for rank in overall["strip"]]
+    kinds = [(*OUTCOMES, "other")[rank] for rank in overall["strip"]]  # ranked in record.Kind's order
     width, gap = max(len(kinds), STRIP_CELLS), 0.2 if len(kinds) <= STRIP_CELLS else 0
     cells = {}
     for n, kind in enumerate(kinds):
