@@ -809,8 +809,7 @@ def main(argv=None):
     except ValueError as error:  # a setting the gateway cannot work with, said in one line
         return config_error(str(error))
     signal.signal(signal.SIGTERM, stop_on_sigterm)
-    if not LOG.exists():
-        LOG.write_text("# Iteration log\n\nfallback.py appends one section per iteration here. Newest at the bottom.\n")
+    journal.start_log()
     say(f"supervising {ROOT} ({'forever' if args.iterations == 0 else f'{args.iterations} iteration(s)'}); "
         f"Ctrl+C stops. Progress: {LOG.name}")
     say(f"the model's code runs in {WORK.relative_to(ROOT)}/, confined: {CONFINEMENT.text}")

@@ -5,16 +5,18 @@ failure again counts up in its task), ticks the tasks a landed answer finished, 
 person's tasks otherwise. Each edit changes only the lines it means to: every other byte stays as it was
 (bytes that are not UTF-8, each line's ending, a missing last line break; see read_tasks). iteration_log.md
 gets one section per iteration, rendered from its row in the record (record.py), for people: nothing reads it
-back but the migration of a workspace from before the record. The seed's record of its run is read here too, every field checked, since
-the seed may have been rewritten.
+back but the migration of a workspace from before the record; past SEED_LOG_MB it is set aside in backups/logs/
+and begun again. The seed's record of its run is read here too, every field checked, since the seed may have
+been rewritten.
 """
 import hashlib
 import json
+import os
 import re
 
 from .console import redact
-from .settings import (LOG, MAX_FAILURE_TASKS, ROOT, TASK_LINES, TASKS, WORK, tail_of, utc_now,
-                       write_atomically)
+from .settings import (LOG, LOG_BYTES, LOGS_ASIDE, LOGS_KEPT, MAX_FAILURE_TASKS, ROOT, TASK_LINES, TASKS, WORK,
+                       tail_of, utc_now, write_atomically)
 from .settings import source_of  # --goal FILE: the goal.md a run is given
 
 SHOWN_TASKS = 20  # open tasks the seed puts in its prompt (its MAX_TASKS)
@@ -131,10 +133,44 @@ def drop_oldest_failures(lines):
     return [line for n, line in enumerate(lines) if n not in drop]
 
 
+LOG_HEAD = "# Iteration log\n\nfallback.py appends one section per iteration here. Newest at the bottom.\n"
+ASIDE = re.compile(rb"^Iterations up to (\d+) are in ", re.M)  # the line a log begun again starts with
+SET_ASIDE = re.compile(r"iteration_log-(\d+)-\d+\.md")  # a log set aside, by its first and last iteration
+
+
+def start_log():
+    if not LOG.exists():
+        LOG.write_text(LOG_HEAD)
+
+
 def log_iteration(row):
-    """Append the iteration's section to iteration_log.md, rendered from its row in the record."""
+    """Append the iteration's section to iteration_log.md, rendered from its row in the record; a log past
+    SEED_LOG_MB is set aside first."""
+    try:
+        grown = LOG.stat().st_size > LOG_BYTES
+    except FileNotFoundError:
+        grown = False
+    if grown:
+        set_aside_log()
     with LOG.open("a", encoding="utf-8") as log:
         log.write(redact(section_of(row)))
+
+
+def set_aside_log():
+    """Move iteration_log.md to backups/logs/iteration_log-FIRST-LAST.md and begin it again with a line saying
+    where the rest is; only the newest LOGS_KEPT set aside are kept (the record holds every iteration)."""
+    with LOG.open("rb") as log:
+        first = re.search(rb"^## Iteration (\d+) ", log.read(65536), re.M)
+    last = last_logged_iteration()
+    name = f"iteration_log-{int(first[1]) if first else 1}-{last}.md"
+    LOGS_ASIDE.mkdir(parents=True, exist_ok=True)
+    write_atomically(LOGS_ASIDE / "next.md", f"{LOG_HEAD}\nIterations up to {last} are in backups/logs/ ({name} "
+                     f"and up to {LOGS_KEPT - 1} before it); any iteration in full: python fallback.py --show N\n")
+    os.replace(LOG, LOGS_ASIDE / name)  # a kill here leaves no log: the next start begins one
+    os.replace(LOGS_ASIDE / "next.md", LOG)
+    aside = sorted((int(m[1]), path) for path in LOGS_ASIDE.iterdir() if (m := SET_ASIDE.fullmatch(path.name)))
+    for _, old in aside[:-LOGS_KEPT]:
+        old.unlink()
 
 
 def section_of(row):
@@ -149,7 +185,9 @@ def section_of(row):
 
 
 def last_logged_iteration():
-    numbers = re.findall(rb"^## Iteration (\d+) ", tail_of(LOG, 65536), re.M)
+    """The number of the log's last section (of the last one set aside, if it has none yet), or 0."""
+    tail = tail_of(LOG, 65536)
+    numbers = re.findall(rb"^## Iteration (\d+) ", tail, re.M) or ASIDE.findall(tail)
     return int(numbers[-1]) if numbers else 0
 
 

@@ -89,6 +89,7 @@ SETTLING = BACKUPS / "settling.json"    # exists from a landing's start until it
 SUSPICION = BACKUPS / "suspicion.json"  # what the loop suspects of the world, kept across restarts
 DEMO = ROOT / "demo" / "answers.json"   # the offline demo's goal and scripted answers
 LOG = ROOT / "iteration_log.md"
+LOGS_ASIDE = BACKUPS / "logs"          # iteration_log.md set aside each time it grows past SEED_LOG_MB
 TASKS = ROOT / "pending_tasks.md"
 CONTRACT = "tests/test_seed.py"         # the seed's contract: run by the gate when the seed changed
 TEST_SUPPORT = ["tests/conftest.py", "tests/fake_gemini.py"]  # what the contract needs beside it
@@ -123,6 +124,8 @@ KEEP_GOOD = max(3, KEEP_LAST // 10)     # the newest known-good snapshots always
 KEEP_LANDED_DAYS = number("SEED_KEEP_LANDED_DAYS", 1, 0)  # every landing is kept this many days
 KEEP_DAILY_DAYS = number("SEED_KEEP_DAILY_DAYS", 30, 0)   # then the newest of each day, this long; then one a week
 BACKUPS_BYTES = number("SEED_BACKUPS_MB", 2048, 1) << 20  # what the snapshots kept by age may take in backups/
+LOG_BYTES = number("SEED_LOG_MB", 16, 1) << 20  # iteration_log.md past this is set aside in backups/logs/
+LOGS_KEPT = 4  # logs set aside that are kept (the record holds every iteration: python fallback.py --show N)
 PROMPT_TOKENS = number("SEED_PROMPT_TOKENS", 60_000, 1_000)  # the largest prompt, in estimated tokens
 SANDBOX_REQUIRED = os.environ.get("SEED_SANDBOX", "").strip() == "require"  # refuse to run the model's code unconfined
 if not SANDBOX_REQUIRED and os.environ.get("SEED_SANDBOX", "").strip():

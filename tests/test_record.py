@@ -251,3 +251,25 @@ def test_the_tallies_count_what_the_rows_say_however_they_were_written(tmp_path)
     record.Writer(record.path_of(tmp_path)).write({"number": 9_999, "kind": "landed", "outcome": "landed"})
     again = record.summary(tmp_path, 10_000)  # the writer counted them again, and goes on
     assert again["total"] == summaries[10_000]["total"] + 1 and again["high"] == 9_999
+
+
+def test_a_long_log_is_set_aside_and_begun_again_and_a_kill_in_between_costs_nothing(workspace, env, gemini):
+    old = "".join(f"\n## Iteration {n} — 2026-01-01 00:00:00 UTC — no change\n\n- Files: none changed\n"
+                  for n in range(1, 16_001))  # over 1 MB: an old workspace's log, brought into the record at start
+    (workspace / "iteration_log.md").write_text("# Iteration log\n" + old)
+    gemini.reply(api.answer(good_change("one"))).reply(api.answer(good_change("two")))
+    done = run_fallback(workspace, {**env, "SEED_LOG_MB": "1"}, "--iterations", "2")
+    assert done.returncode == 0, done.stderr
+    aside = workspace / "backups" / "logs" / "iteration_log-1-16000.md"
+    assert aside.read_text() == "# Iteration log\n" + old  # every byte, set aside whole
+    log = (workspace / "iteration_log.md").read_text()
+    assert log.startswith("# Iteration log") and "Iterations up to 16000 are in backups/logs/" in log
+    assert re.findall(r"^## Iteration (\d+) ", log, re.M) == ["16001", "16002"] and len(log) < 10_000
+    shown = run_fallback(workspace, env, "--show", "5")
+    assert shown.returncode == 0 and "Iteration 5 — " in shown.stdout  # the record holds what was set aside
+    (workspace / "iteration_log.md").write_text(log.split("\n## Iteration")[0] + "\n")  # killed just after setting
+    gemini.reply(api.answer(good_change("three")))                                      # aside: no section yet
+    assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
+    again = (workspace / "iteration_log.md").read_text()
+    assert re.findall(r"^## Iteration (\d+) ", again, re.M) == ["16001", "16002", "16003"]  # caught up, no more
+    assert len(list(aside.parent.iterdir())) == 1
