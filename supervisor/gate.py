@@ -15,7 +15,9 @@ The checks run as a cascade, cheap and likely failures first: compile; import; t
 affect (selection.py), failing at the first failure; then the rest of the suite, unless the selection is sound
 to stand alone. Every test runs when the seed changed (with its contract), when the selection cannot be sound,
 when the counts of the state the change started from are not known, and at least every SEED_FULL_GATE_EVERY
-landings (the cadence is the caller's: `full`).
+landings (the cadence is the caller's: `full`). On two cores or more, a run of SEED_PARALLEL_FROM test files or
+more deals them into two pytest processes at once (each its own temp folder); only a pass there is taken: anything
+else runs them all again in one process, whose verdict counts (tests may lean on each other's state).
 """
 import ast
 import json
@@ -27,27 +29,16 @@ from enum import Enum
 
 from . import selection
 from .console import show_phase
-from .settings import CONTRACT, GATE_TIMEOUT, JUDGED, ROOT
+from .settings import CONTRACT, GATE_TIMEOUT, JUDGED, PARALLEL_FROM, ROOT
 from .snapshots import object_path
 from .terrarium import clean_env, judged_copy, policy, run_bounded
 
-CHECKS = """import importlib, json, os, sys, traceback
-root, facts = sys.argv[1], os.fdopen(int(sys.argv[2]), "w", buffering=1)
-modules, tests = sys.argv[3:sys.argv.index("--")], sys.argv[sys.argv.index("--") + 1:]
-def tell(**fact):
-    facts.write(json.dumps(fact) + "\\n")
-    facts.flush()
-sys.path.append(root)
-try:
-    for name in modules:
-        importlib.import_module(name)
-except BaseException:
-    traceback.print_exc()
-    sys.exit(97)
-tell(imported=True)
-print("the modules import", flush=True)
-if tests:
-    import pytest
+PYTEST = """import json, os, sys
+import pytest
+def run_tests(root, tests, facts, basetemp=None):
+    def tell(**fact):
+        facts.write(json.dumps(fact) + "\\n")
+        facts.flush()
 
     class Keeper:
         @pytest.hookimpl(trylast=True)
@@ -65,9 +56,71 @@ if tests:
         def pytest_sessionfinish(self, session, exitstatus):
             tell(finished=int(exitstatus))
 
-    code = pytest.main(["-c", os.devnull, "--rootdir", root, "--confcutdir", root, "-q", "-x", "--tb=short", "-rN",
-                        "-p", "no:cacheprovider", "--import-mode=append", *tests], plugins=[Keeper()])
-    sys.exit(code)
+    return pytest.main(["-c", os.devnull, "--rootdir", root, "--confcutdir", root, "-q", "-x",
+                        "--tb=short", "-rN", "-p", "no:cacheprovider", "--import-mode=append",
+                        *(["--basetemp", basetemp] if basetemp else []), *tests], plugins=[Keeper()])
+"""  # pytest under the keeper's configuration, each outcome written to `facts` as it happens
+PART = PYTEST + """sys.path.append(sys.argv[1])
+sys.exit(run_tests(sys.argv[1], sys.argv[4:], os.fdopen(int(sys.argv[2]), "w", buffering=1), sys.argv[3]))
+"""  # one of the parts a run's tests are dealt into: its own process, its own temp folder, its own pipe
+CHECKS = PYTEST + f"PART = {PART!r}\n" + """import importlib, subprocess, tempfile, threading, traceback
+root, facts, parts = sys.argv[1], os.fdopen(int(sys.argv[2]), "w", buffering=1), int(sys.argv[3])
+modules, tests = sys.argv[4:sys.argv.index("--")], sys.argv[sys.argv.index("--") + 1:]
+def tell(**fact):
+    facts.write(json.dumps(fact) + "\\n")
+    facts.flush()
+def in_parts():
+    # The tests dealt in turn into `parts` processes at once. True when each ran to its end with no failure (their
+    # facts are then told as one run's); else False, and they all run again in this one process, whose verdict counts.
+    runs, pipes, told = [], [], [[] for _ in range(parts)]
+    for n in range(parts):
+        read_end, write_end = os.pipe()
+        runs.append(subprocess.Popen([sys.executable, "-P", "-c", PART, root, str(write_end),
+                                      os.path.join(tempfile.gettempdir(), f"part{n}"), *tests[n::parts]],
+                                     pass_fds=(write_end,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        os.close(write_end)
+        pipes.append(os.fdopen(read_end, "rb"))
+    def drain(n):
+        for line in pipes[n]:
+            try:
+                fact = json.loads(line)
+            except ValueError:
+                continue
+            told[n].append(fact)
+            if isinstance(fact, dict) and fact.get("outcome") == "failed":
+                for run in runs:  # fail fast: the other parts are stopped
+                    run.kill()
+    readers = [threading.Thread(target=drain, args=(n,)) for n in range(parts)]
+    for reader in readers:
+        reader.start()
+    codes = [run.wait() for run in runs]
+    for reader in readers:
+        reader.join()
+    facts_of = [[fact for fact in part if isinstance(fact, dict)] for part in told]
+    whole = all(code in (0, 5) and any("collected" in f for f in part) and any("finished" in f for f in part)
+                and not any(f.get("outcome") == "failed" for f in part) for code, part in zip(codes, facts_of))
+    if not whole:
+        return False
+    tell(collected=[test for part in facts_of for f in part if "collected" in f for test in f["collected"]])
+    for fact in (f for part in facts_of for f in part if "test" in f):
+        tell(**fact)
+    tell(finished=min(codes))
+    return True
+sys.path.append(root)
+try:
+    for name in modules:
+        importlib.import_module(name)
+except BaseException:
+    traceback.print_exc()
+    sys.exit(97)
+tell(imported=True)
+print("the modules import", flush=True)
+if tests and parts > 1 and in_parts():
+    sys.exit(0)
+code = run_tests(root, tests, facts) if tests else 0
+if tests and parts > 1:
+    print(f"(the tests ran first in {parts} parts at once, and one did not pass: the verdict is this run's, in one process)")
+sys.exit(code)
 """  # one child: the modules import, then pytest runs over the tests (one interpreter start-up, not two)
 IMPORT_FAILED = 97
 EVERY_TEST = "all test files"  # what a gate ran: these, or how many of the test files
@@ -128,8 +181,9 @@ def run_checks(files, contract, changes=None):
     tests = first if sound else [*first, *contract, *(rel for rel in every if rel not in first)]
     show_phase(f"checking: {len(modules)} module(s) import, pytest over {len(tests)} of {len(every) + len(contract)} "
                "test file(s)")
+    parts = 2 if len(tests) >= PARALLEL_FROM and cores() >= 2 else 1
     facts, (code, output) = listen(lambda fd: run_bounded(
-        [sys.executable, "-P", "-c", CHECKS, str(JUDGED), str(fd), *modules, "--", *tests],
+        [sys.executable, "-P", "-c", CHECKS, str(JUDGED), str(fd), str(parts), *modules, "--", *tests],
         clean_env(GEMINI_API_BASE="http://127.0.0.1:9", PYTEST_DISABLE_PLUGIN_AUTOLOAD="1"),
         GATE_TIMEOUT, policy(own_servers=True, judged=JUDGED), cwd=JUDGED, pass_fds=(fd,)))
     which = EVERY_TEST if len(tests) == len(every) + len(contract) else \
@@ -137,6 +191,11 @@ def run_checks(files, contract, changes=None):
     if not any("imported" in fact for fact in facts):
         return (Failure.IMPORT_TIMEOUT.value if code is None else Failure.IMPORT.value, output), None, which
     return (*verdict(facts, code, output, tests, expected_tests(files, tests)), which)
+
+
+def cores():
+    """The cores this process may run on (macOS has no affinity: all of them)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def verdict(facts, code, output, tests, expected):

@@ -105,6 +105,8 @@ NOT_CODE = {".git", "backups", ".seed", "bench", "demo", "docs", "supervisor", "
             "node_modules", ".venv", "venv"}  # folders that are not the codebase
 GATE_TESTS_LEFT_OUT = set(KEEPER_TESTS) - {CONTRACT}  # the keeper's own tests are slow and not the model's
 FULL_GATE_EVERY = number("SEED_FULL_GATE_EVERY", 10, 1)  # landings on a selection of the tests before all run again
+PARALLEL_FROM = number("SEED_PARALLEL_FROM", 40, 1)  # test files from which a gate runs them in two processes
+# at once, on two cores or more (a failure there is confirmed by running them all in one)
 GATE_TIMEOUT = 300      # seconds for each of the gate's subprocesses (the import check, then pytest)
 LIMITS = {              # on the seed and the gate's children; a run that hits one fails like a crash
     "RLIMIT_AS": number("SEED_MEMORY_MB", 4096, 1) << 20,    # memory (address space)

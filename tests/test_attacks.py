@@ -202,6 +202,16 @@ def test_the_gates_verdict_is_the_keepers_whatever_the_code_it_runs_does(keyed, 
         assert not (keyed / "tests" / "unit").exists()
 
 
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the tests run in parts on two cores or more")
+def test_a_test_that_ends_its_part_early_fails_the_gate_when_the_tests_run_in_parts(keyed, env, gemini, outside):
+    files, says = GATE_ATTACKS["a test that ends pytest's process before its session finishes"]
+    gemini.reply(api.answer(files))
+    env["SEED_PARALLEL_FROM"] = "2"  # its two test files in two processes at once: the part that ended early did not
+    done = run_fallback(keyed, env, "--iterations", "1", timeout=120)  # pass, so all ran again in one, as above
+    held(keyed, done, gemini, outside, 1)
+    assert outcomes(keyed) == [f"rolled back: {says} (exit 0)"] and not (keyed / "calc.py").exists()
+
+
 def test_tests_are_a_ratchet_removed_emptied_or_skipped_is_rolled_back_and_a_rename_lands(workspace, env, gemini,
                                                                                          outside):
     two = "from calc import add\n\n\ndef test_add():\n    assert add(2, 2) == 4\n\n\ndef test_zero():\n" \

@@ -1,7 +1,10 @@
 """The cascade gate, end to end through `python fallback.py`: the test files a change can affect run first, and
 alone when that selection is sound; every test runs when it is not, when the seed changed, and at least every
 SEED_FULL_GATE_EVERY landings; no change that breaks a test lands."""
+import os
 import re
+
+import pytest
 
 import fake_gemini as api
 from conftest import load_keeper
@@ -67,3 +70,25 @@ def test_a_changed_seed_or_conftest_runs_every_test(workspace, env, gemini):
         ("tests/test_other.py", "from pkg import other\n")]}
     assert selection.affected(["tests/test_mod.py", "tests/test_other.py"], [("pkg/mod.py", "changed", 1, 1)],
                               spaced) == (["tests/test_mod.py"], True)
+
+
+ORDERED = [("registry.py", "ITEMS = []\n"),
+           ("c.py", "def three():\n    return 3\n"),
+           ("tests/test_a.py", "import registry\n\n\ndef test_fill():\n    registry.ITEMS.append(1)\n"),
+           ("tests/test_b.py", "import registry\n\n\ndef test_filled():\n    assert registry.ITEMS == [1]\n"),  # after a
+           ("tests/test_c.py", "from c import three\n\n\ndef test_three():\n    assert three() == 3\n")]
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the tests run in parts on two cores or more")
+def test_a_suite_runs_in_two_parts_at_once_and_what_fails_there_is_judged_in_one_process(workspace, env, gemini):
+    gemini.reply(api.answer(ORDERED))  # test_b passes only after test_a in the same process: in parts, it fails
+    gemini.reply(api.answer([("registry.py", "ITEMS = [0]\n")]))  # a real failure, of test_b in any process
+    env["SEED_PARALLEL_FROM"] = "2"
+    done = run_fallback(workspace, env, "--iterations", "2", timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert outcomes(workspace) == ["landed: 5 file(s) changed", "rolled back: tests failed"]  # the first confirmed
+    assert lines_about_tests(workspace)[0] == "3 of the model's pass; the gate ran all test files"  # in one process
+    task = (workspace / "pending_tasks.md").read_text()
+    assert "(the tests ran first in 2 parts at once, and one did not pass: the verdict is this run's, in one" in task
+    assert "assert [0, 1] == [1]" in task  # the verdict of the one process: test_a ran first
+    assert (workspace / "registry.py").read_text() == "ITEMS = []\n"
