@@ -11,8 +11,9 @@ iterations (brought in from a log of as many sections) with 150,000 requests (th
 with their bytes). On each, in a child process of its own (for its peak memory): ten iterations of the keeper's
 own work as fallback.py's run_iteration does it (bench/overhead.py's phases, a request and its bytes recorded
 with each), then the journal's prune and the page as the loop does them after each iteration, `--status` as a
-person runs it, and the size of backups/ and of the page. Then the cascade gate: a three-file change to codebases of 20, 1,000 and 4,482 tests, the gate's median
-over the tests that change can affect against the whole suite.
+person runs it, and the size of backups/ and of the page. Then the cascade gate: a three-file change to codebases
+of 20, 1,000 and 4,482 tests, the gate's median over the tests that change can affect against the whole suite
+(in two processes at once where it has SEED_PARALLEL_FROM test files, and in one). `--gate-only`: that part alone.
 
 Targets (--check): on the aged workspace the keeper's own work per iteration and --status within 2x the fresh
 one's, the peak memory under 100 MB, backups/ within the retention policy's cap, the page under 2 MB; the
@@ -115,7 +116,8 @@ def status_ms(root):
 
 
 def gate_figures(base, tests):
-    """(the cascade's median ms, the whole suite's) for a three-file change to a codebase of `tests` tests."""
+    """(the cascade's median ms, the whole suite's, the whole suite's in one process) for a three-file change to a
+    codebase of `tests` tests."""
     root = base / f"gate-{tests}" / "workspace"
     overhead.make_workspace(root, FILES, keeper=True)
     for j in range(-(-tests // TESTS_PER_FILE)):
@@ -129,7 +131,7 @@ def gate_figures(base, tests):
         files[rel] = sha
     first = k.gate.gate([(rel, "new", 1, 0) for rel in files], files)
     before = first[1]
-    cascade, whole = [], []
+    cascade, whole, one = [], [], []
     for i in range(RUNS):
         changed = dict(files)
         tested = -(-tests // TESTS_PER_FILE)  # modules with a test file of their own
@@ -139,7 +141,26 @@ def gate_figures(base, tests):
         changes = [(f"pkg{n % 20}/mod{n}.py", "changed", 1, 0) for n in picks]
         cascade.append(overhead.timed(k.gate.gate, changes, changed, before, False)[1])
         whole.append(overhead.timed(k.gate.gate, changes, changed, before, True)[1])
-    return statistics.median(cascade), statistics.median(whole)
+        k.gate.PARALLEL_FROM, parallel_from = 10 ** 9, k.gate.PARALLEL_FROM  # the whole suite in one process
+        one.append(overhead.timed(k.gate.gate, changes, changed, before, True)[1])
+        k.gate.PARALLEL_FROM = parallel_from
+    return statistics.median(cascade), statistics.median(whole), statistics.median(one)
+
+
+def workspace_figures(figures):
+    """Print the fresh and aged workspaces' figures side by side; the targets they meet or miss."""
+    print(f"  {'':<40}{'fresh':>10}{'aged':>10}")
+    for key, label in (("iteration", "keeper's own work per iteration, ms"),
+                       ("with page", "  and the page it writes after it, ms"), ("prune", "prune when it runs, ms"),
+                       ("page", "the page, ms"), ("page_mb", "the page, MB"), ("status", "--status, ms"),
+                       ("rss", "peak memory, MB"), ("backups", "backups/, MB"), ("snapshots", "snapshots kept")):
+        print(f"  {label:<40}{figures['fresh'][key]:>10.1f}{figures['aged'][key]:>10.1f}")
+    aged, fresh = figures["aged"], figures["fresh"]
+    return [("work per iteration within 2x", aged["iteration"] <= 2 * fresh["iteration"]),
+            ("work per iteration with the page within 2x", aged["with page"] <= 2 * fresh["with page"]),
+            ("--status within 2x", aged["status"] <= 2 * fresh["status"]),
+            ("peak memory under 100 MB", aged["rss"] < 100), ("the page under 2 MB", aged["page_mb"] < 2),
+            ("backups/ within the cap (2,048 MB)", aged["backups"] < 2048)]
 
 
 def main(argv=None):
@@ -147,12 +168,13 @@ def main(argv=None):
     parser.add_argument("--sections", type=int, default=100_000)
     parser.add_argument("--gate-tests", type=int, nargs="*", default=[20, 1_000, 4_482])
     parser.add_argument("--check", action="store_true")
+    parser.add_argument("--gate-only", action="store_true", help="only the gate's figures")
     args = parser.parse_args(argv)
     base = Path(tempfile.mkdtemp(prefix="seed-aged-"))
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores; {FILES:,} files, a year of {PER_DAY} landings a "
           f"day, {args.sections:,} log sections")
-    figures, missed = {}, []
-    for name in ("fresh", "aged"):
+    figures, missed, targets = {}, [], []
+    for name in () if args.gate_only else ("fresh", "aged"):
         root = base / name / "workspace"
         overhead.make_workspace(root, FILES, keeper=True)
         began = time.perf_counter()
@@ -165,22 +187,12 @@ def main(argv=None):
         figures[name].update(status=status_ms(root), backups=overhead.disk_use(root / "backups") / 1e6,
                              page_mb=(root / "report.html").stat().st_size / 1e6,
                              snapshots=len(json.loads((root / "backups" / "index.json").read_text())["snapshots"]))
-    print(f"  {'':<40}{'fresh':>10}{'aged':>10}")
-    for key, label in (("iteration", "keeper's own work per iteration, ms"),
-                       ("with page", "  and the page it writes after it, ms"), ("prune", "prune when it runs, ms"),
-                       ("page", "the page, ms"), ("page_mb", "the page, MB"), ("status", "--status, ms"),
-                       ("rss", "peak memory, MB"), ("backups", "backups/, MB"), ("snapshots", "snapshots kept")):
-        print(f"  {label:<40}{figures['fresh'][key]:>10.1f}{figures['aged'][key]:>10.1f}")
-    aged, fresh = figures["aged"], figures["fresh"]
-    targets = [("work per iteration within 2x", aged["iteration"] <= 2 * fresh["iteration"]),
-               ("work per iteration with the page within 2x", aged["with page"] <= 2 * fresh["with page"]),
-               ("--status within 2x", aged["status"] <= 2 * fresh["status"]),
-               ("peak memory under 100 MB", aged["rss"] < 100), ("the page under 2 MB", aged["page_mb"] < 2),
-               ("backups/ within the cap (2,048 MB)", aged["backups"] < 2048)]
+    if figures:
+        targets = workspace_figures(figures)
     for tests in args.gate_tests:
-        cascade, whole = gate_figures(base, tests)
-        print(f"  gate, a three-file change at {tests:>5,} tests: cascade {cascade:8.0f} ms, whole suite {whole:8.0f} ms"
-              f" ({cascade / whole:.2f}x)")
+        cascade, whole, one = gate_figures(base, tests)
+        print(f"  gate, a three-file change at {tests:>5,} tests: cascade {cascade:6.0f} ms, whole suite {whole:6.0f} ms"
+              f" ({cascade / whole:.2f}x); the whole suite in one process {one:6.0f} ms")
         if tests == 4_482:
             targets.append(("the cascade at 4,482 tests at most a third of the whole", cascade <= whole / 3))
     for what, met in targets:

@@ -63,15 +63,16 @@ def run_tests(root, tests, facts, basetemp=None):
 PART = PYTEST + """sys.path.append(sys.argv[1])
 sys.exit(run_tests(sys.argv[1], sys.argv[4:], os.fdopen(int(sys.argv[2]), "w", buffering=1), sys.argv[3]))
 """  # one of the parts a run's tests are dealt into: its own process, its own temp folder, its own pipe
-CHECKS = PYTEST + f"PART = {PART!r}\n" + """import importlib, subprocess, tempfile, threading, traceback
-root, facts, parts = sys.argv[1], os.fdopen(int(sys.argv[2]), "w", buffering=1), int(sys.argv[3])
-modules, tests = sys.argv[4:sys.argv.index("--")], sys.argv[sys.argv.index("--") + 1:]
+CHECKS = PYTEST + f"PART = {PART!r}\n" + """import importlib, subprocess, tempfile, threading, time, traceback
+root, facts, parts, seconds = sys.argv[1], os.fdopen(int(sys.argv[2]), "w", buffering=1), *map(int, sys.argv[3:5])
+modules, tests = sys.argv[5:sys.argv.index("--")], sys.argv[sys.argv.index("--") + 1:]
 def tell(**fact):
     facts.write(json.dumps(fact) + "\\n")
     facts.flush()
 def in_parts():
-    # The tests dealt in turn into `parts` processes at once. True when each ran to its end with no failure (their
-    # facts are then told as one run's); else False, and they all run again in this one process, whose verdict counts.
+    # The tests dealt in turn into `parts` processes at once, for `seconds` at most. True when each ran to its end
+    # with no failure (their facts are then told as one run's); else False, and they all run again in this one
+    # process, whose verdict counts (a part may have failed or hung only beside the other).
     runs, pipes, told = [], [], [[] for _ in range(parts)]
     for n in range(parts):
         read_end, write_end = os.pipe()
@@ -93,6 +94,13 @@ def in_parts():
     readers = [threading.Thread(target=drain, args=(n,)) for n in range(parts)]
     for reader in readers:
         reader.start()
+    deadline = time.monotonic() + seconds
+    try:
+        for run in runs:
+            run.wait(max(0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        for run in runs:
+            run.kill()
     codes = [run.wait() for run in runs]
     for reader in readers:
         reader.join()
@@ -183,7 +191,8 @@ def run_checks(files, contract, changes=None):
                "test file(s)")
     parts = 2 if len(tests) >= PARALLEL_FROM and cores() >= 2 else 1
     facts, (code, output) = listen(lambda fd: run_bounded(
-        [sys.executable, "-P", "-c", CHECKS, str(JUDGED), str(fd), str(parts), *modules, "--", *tests],
+        [sys.executable, "-P", "-c", CHECKS, str(JUDGED), str(fd), str(parts), str(GATE_TIMEOUT // 2), *modules, "--",
+         *tests],
         clean_env(GEMINI_API_BASE="http://127.0.0.1:9", PYTEST_DISABLE_PLUGIN_AUTOLOAD="1"),
         GATE_TIMEOUT, policy(own_servers=True, judged=JUDGED), cwd=JUDGED, pass_fds=(fd,)))
     which = EVERY_TEST if len(tests) == len(every) + len(contract) else \
