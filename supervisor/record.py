@@ -139,8 +139,8 @@ class Writer:
         held = [self.db.execute(f"SELECT count(*) FROM {table}").fetchone()[0] for table in ("iterations", "kept")]
         if not any(held):  # a new record: bring in what today's version kept
             migrate(self, path.parent.parent)
-        if self.db.execute("PRAGMA user_version").fetchone()[0] < tallies.VERSION:  # a new record, or one from before
-            with Transaction(self.db):                                                # the tallies: counted once
+        if self.db.execute("PRAGMA user_version").fetchone()[0] < tallies.VERSION or not tallies.whole(self.db):
+            with Transaction(self.db):  # a new record, one from before the tallies, or rows written without them
                 tallies.build(self.db)
                 self.db.execute(f"PRAGMA user_version = {tallies.VERSION}")
 

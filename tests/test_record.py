@@ -213,8 +213,8 @@ def oracle(db, start, width):
         kinds[kind] = kinds.get(kind, 0) + 1
     return {"total": len(rows), "kinds": kinds, "low": rows[0][0], "high": rows[-1][0],
             "strip": [run["best"] for run in ordered],
-            "marks": {"landed": [run["landed"] for run in ordered if run["landed"]],
-                      "rolled back": [run["rolled"] for run in ordered if run["rolled"]]},
+            "marks": {"landed": [run["landed"] for run in ordered if run["landed"] is not None],
+                      "rolled back": [run["rolled"] for run in ordered if run["rolled"] is not None]},
             "scores": [run["scored"] for run in ordered if run["scored"]]}
 
 
@@ -273,3 +273,54 @@ def test_a_long_log_is_set_aside_and_begun_again_and_a_kill_in_between_costs_not
     again = (workspace / "iteration_log.md").read_text()
     assert re.findall(r"^## Iteration (\d+) ", again, re.M) == ["16001", "16002", "16003"]  # caught up, no more
     assert len(list(aside.parent.iterdir())) == 1
+
+
+def brute_force_agrees(root):
+    """The summary, count and ledger the record gives, against the rows counted the slow way."""
+    db = sqlite3.connect(record.path_of(root))
+    found = record.summary(root, 7)
+    assert {key: found[key] for key in oracle(db, 0, 1)} == oracle(db, found["start"], found["width"])
+    assert record.count(root) == db.execute("SELECT count(*) FROM iterations").fetchone()[0]
+    booked = sum(use["requests"] for models in record.ledger(root).values() for use in models.values())
+    assert booked == db.execute("SELECT count(*) FROM requests").fetchone()[0]
+    db.close()
+
+
+def test_rows_written_without_the_tallies_are_counted_again_at_the_next_start(tmp_path):
+    """A keeper from before the tallies run again on the record (a checkout of an older version), or a person who
+    deletes a row by hand, leaves counts that no longer say what the rows say: the next start counts them again."""
+    book, kinds = record.Writer(record.path_of(tmp_path)), [kind.value for kind in record.Kind]
+    for number in range(1, 41):
+        book.write({"number": number, "kind": kinds[number % 6], "outcome": kinds[number % 6]},
+                   [{"day": "2026-11-01", "model": "a", "kind": "answer", "tokens": {"prompt": 1}}])
+    book.db.close()
+    db = sqlite3.connect(record.path_of(tmp_path))
+    for number in range(41, 61):  # as the keeper before the tallies writes: rows only, the user_version left as it is
+        db.execute("INSERT INTO iterations (number, kind, outcome) VALUES (?, 'rolled back', 'rolled back')", (number,))
+        db.execute("INSERT INTO requests (iteration, day, model, kind, prompt_tokens, output_tokens, thinking_tokens) "
+                   "VALUES (?, '2026-11-02', 'a', 'answer', 1, 0, 0)", (number,))
+    db.execute("DELETE FROM iterations WHERE number = 7")  # and one taken out by hand
+    db.commit()
+    record.Writer(record.path_of(tmp_path)).db.close()  # the next start
+    brute_force_agrees(tmp_path)
+    db.execute("DROP TABLE tallies")  # a record whose tallies were lost (user_version 1 left): the start counts them
+    db.commit()
+    record.Writer(record.path_of(tmp_path)).write({"number": 61, "kind": "landed", "outcome": "landed"})
+    brute_force_agrees(tmp_path)
+    db.close()
+
+
+def test_huge_gapped_and_zero_numbers_are_counted_as_the_rows_say(tmp_path):
+    book = record.Writer(record.path_of(tmp_path))
+    numbers = [0, 1, 7, 8, 9, 2**21 - 1, 2**21, 2**24 + 3, 10**12, 10**12 + 1, 2**62, 2**63 - 1]
+    for n, number in enumerate(numbers):
+        kind = [kind.value for kind in record.Kind][n % 6]
+        book.write({"number": number, "kind": kind, "outcome": kind, "score": n if kind == "landed" else None})
+    for cells in (1, 3, 40, 2_000):
+        db = sqlite3.connect(record.path_of(tmp_path))
+        found = record.summary(tmp_path, cells)
+        assert len(found["strip"]) <= cells
+        assert {key: found[key] for key in oracle(db, 0, 1)} == oracle(db, found["start"], found["width"]), cells
+        db.close()
+    assert record.count(tmp_path) == len(numbers)
+
