@@ -324,3 +324,38 @@ def test_huge_gapped_and_zero_numbers_are_counted_as_the_rows_say(tmp_path):
         db.close()
     assert record.count(tmp_path) == len(numbers)
 
+
+def old_log(sections, output=""):
+    """An old workspace's iteration_log.md of `sections` sections, the last with `output` as its last output."""
+    text = "# Iteration log\n" + "".join(f"\n## Iteration {n} — 2026-01-01 00:00:00 UTC — no change\n\n"
+                                         "- Files: none changed\n" for n in range(1, sections + 1))
+    return text + (f"- Last output:\n\n      {output}\n" if output else "")
+
+
+def headings(path):
+    return [int(n) for n in re.findall(r"^## Iteration (\d+) ", path.read_text(), re.M)]
+
+
+def test_a_last_section_longer_than_the_tail_read_is_not_logged_again(workspace, env, gemini):
+    """A seed that prints one long line (up to OUTPUT_TAIL bytes are kept) makes a section past 64 KB: the catch-up at
+    the next start must still find the last section logged, and not write the whole history again."""
+    (workspace / "iteration_log.md").write_text(old_log(3, "x" * 70_000))
+    gemini.reply(api.answer(good_change("one")))
+    assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
+    assert headings(workspace / "iteration_log.md") == [1, 2, 3, 4]
+
+
+def test_a_kill_between_the_two_moves_of_a_set_aside_loses_no_section(workspace, env, gemini):
+    """Killed after the log was moved into backups/logs/ and before the one begun again took its place: the next start
+    puts it in place, with its line saying where the rest is, and logs the iteration the kill cut off."""
+    (workspace / "iteration_log.md").write_text(old_log(5))
+    gemini.reply(api.answer(good_change("one"))).reply(api.answer(good_change("two")))
+    assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
+    log, aside = workspace / "iteration_log.md", workspace / "backups" / "logs"
+    aside.mkdir()
+    (aside / "iteration_log-1-5.md").write_text(old_log(5))  # the state set_aside_log leaves at a kill between
+    (aside / "next.md").write_text(journal.LOG_HEAD + "\nIterations up to 5 are in backups/logs/ (iteration_log-1-5.md"
+                                   " and up to 3 before it); any iteration in full: python fallback.py --show N\n")
+    log.unlink()
+    assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
+    assert "Iterations up to 5 are in backups/logs/" in log.read_text() and headings(log) == [6, 7]  # not all again
