@@ -359,3 +359,21 @@ def test_a_kill_between_the_two_moves_of_a_set_aside_loses_no_section(workspace,
     log.unlink()
     assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
     assert "Iterations up to 5 are in backups/logs/" in log.read_text() and headings(log) == [6, 7]  # not all again
+
+
+def test_a_reader_counts_a_record_from_before_the_tallies_while_the_keeper_holds_a_write(tmp_path):
+    """--status and the page on a record the keeper has not yet counted (tallies counted in memory), while the keeper
+    is in the middle of a write: what is committed is counted, and nothing waits or fails."""
+    book = record.Writer(record.path_of(tmp_path))
+    for number in range(1, 30):
+        book.write({"number": number, "kind": "landed", "outcome": "landed", "score": number},
+                   [{"day": "2026-11-01", "model": "a", "kind": "answer", "tokens": {"prompt": 1}}])
+    book.db.executescript("DROP TABLE tallies; DROP TABLE daily; DROP VIEW cells0; PRAGMA user_version = 0")
+    book.db.execute("BEGIN IMMEDIATE")  # the keeper's write under way, not yet committed
+    book.db.execute("INSERT INTO iterations (number, kind, outcome) VALUES (30, 'stopped', 'stopped')")
+    started = time.monotonic()
+    assert record.count(tmp_path) == 29 and record.summary(tmp_path)["high"] == 29
+    assert record.ledger(tmp_path)["2026-11-01"]["a"]["requests"] == 29
+    assert time.monotonic() - started < 5
+    book.db.execute("COMMIT")
+    brute_force_agrees(tmp_path)
