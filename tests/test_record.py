@@ -282,7 +282,8 @@ def brute_force_agrees(root):
     assert {key: found[key] for key in oracle(db, 0, 1)} == oracle(db, found["start"], found["width"])
     assert record.count(root) == db.execute("SELECT count(*) FROM iterations").fetchone()[0]
     booked = sum(use["requests"] for models in record.ledger(root).values() for use in models.values())
-    assert booked == db.execute("SELECT count(*) FROM requests").fetchone()[0]
+    assert booked == db.execute("SELECT (SELECT count(*) FROM requests) + (SELECT coalesce(sum(requests), 0) "
+                                "FROM carried)").fetchone()[0]  # usage.json's counts from before the record too
     db.close()
 
 
@@ -377,3 +378,17 @@ def test_a_reader_counts_a_record_from_before_the_tallies_while_the_keeper_holds
     assert time.monotonic() - started < 5
     book.db.execute("COMMIT")
     brute_force_agrees(tmp_path)
+
+
+def test_a_record_made_anew_after_the_log_was_set_aside_brings_in_the_logs_set_aside(workspace, env, gemini):
+    """A damaged record is moved aside, as the keeper's message says, and "made anew from iteration_log.md": once the
+    log has been set aside, the iterations in backups/logs/ must come back too, and not only the log's last few."""
+    (workspace / "iteration_log.md").write_text(old_log(16_000))
+    gemini.reply(api.answer(good_change("one"))).reply(api.answer(good_change("two")))
+    assert run_fallback(workspace, {**env, "SEED_LOG_MB": "1"}, "--iterations", "1").returncode == 0
+    assert (workspace / "backups" / "logs" / "iteration_log-1-16000.md").exists()
+    for path in (workspace / "backups").glob("record.sqlite*"):  # moved aside
+        path.unlink()
+    assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
+    assert record.count(workspace) == 16_002 and record.has_row(workspace, 5)
+    brute_force_agrees(workspace)
