@@ -141,11 +141,12 @@ SET_ASIDE = re.compile(r"iteration_log-(\d+)-\d+\.md")  # a log set aside, by it
 def start_log():
     """Begin iteration_log.md if there is none: the one a set-aside killed between its two moves began, if any (the
     catch-up reads where it left off there, and not from the first iteration)."""
-    if not LOG.exists():
-        try:
-            os.replace(LOGS_ASIDE / "next.md", LOG)
-        except FileNotFoundError:
-            LOG.write_text(LOG_HEAD)
+    if LOG.exists():
+        return
+    if (LOGS_ASIDE / "next.md").is_file():
+        os.replace(LOGS_ASIDE / "next.md", LOG)
+    else:
+        LOG.write_text(LOG_HEAD)
 
 
 def log_iteration(row):
