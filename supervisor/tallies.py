@@ -36,9 +36,11 @@ CREATE VIEW IF NOT EXISTS {{space}}cells0 AS SELECT number AS cell, {RANK} AS be
   {', '.join(f'({RANK}) = {n} AS {k}' for n, k in enumerate(COUNTS))}, number AS lo, number AS hi FROM iterations;
 """
 MERGED = f"min(best), min(landed), min(rolled), max(scored), {', '.join(f'sum({k})' for k in COUNTS)}, min(lo), max(hi)"
+TOKENS = ", ".join(f"CAST(total({k}_tokens) AS INTEGER)" for k in ("prompt", "output", "thinking"))  # not sum(): it
+# fails with "integer overflow" past 2**63 (a server's absurd token counts), stopping the keeper's start and every
+# reader; total() counts in floating point, exact below 2**53, and the cast saturates
 DAILY = ("INSERT INTO daily SELECT coalesce(day, ''), coalesce(model, ''), coalesce(kind, ''), coalesce(wasted, ''), "
-         "count(*), sum(prompt_tokens), sum(output_tokens), sum(thinking_tokens) FROM requests WHERE {where} "
-         "GROUP BY 1, 2, 3, 4 "
+         f"count(*), {TOKENS} FROM requests WHERE {{where}} GROUP BY 1, 2, 3, 4 "
          "ON CONFLICT DO UPDATE SET requests = requests + excluded.requests, prompt = prompt + excluded.prompt, "
          "output = output + excluded.output, thinking = thinking + excluded.thinking")
 

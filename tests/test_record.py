@@ -392,3 +392,18 @@ def test_a_record_made_anew_after_the_log_was_set_aside_brings_in_the_logs_set_a
     assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
     assert record.count(workspace) == 16_002 and record.has_row(workspace, 5)
     brute_force_agrees(workspace)
+
+
+def test_token_counts_past_what_sqlite_sums_do_not_stop_the_keeper(tmp_path):
+    """A model server of one's own that reports absurd token counts (any int is taken): the requests are recorded,
+    and counting them again (a record from before the tallies, at the next start) must not fail with SQLite's
+    'integer overflow', which would stop the keeper and --status on that record for good."""
+    book = record.Writer(record.path_of(tmp_path))
+    huge = {"prompt": 2**62, "output": 2**62, "thinking": 1}
+    book.write({"number": 1, "kind": "landed", "outcome": "landed"},
+               [{"day": "2026-11-01", "model": "a", "kind": "answer", "tokens": huge}] * 3)
+    book.db.executescript("DROP TABLE tallies; DROP TABLE daily; DROP VIEW cells0; PRAGMA user_version = 0")
+    assert record.ledger(tmp_path)["2026-11-01"]["a"]["prompt"] >= 2**63 - 1  # read in memory
+    record.Writer(record.path_of(tmp_path)).db.close()  # the next start counts them again
+    use = record.ledger(tmp_path)["2026-11-01"]["a"]
+    assert use["requests"] == 3 and use["prompt"] >= 2**63 - 1 and use["thinking"] == 3 and record.count(tmp_path) == 1
