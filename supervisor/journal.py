@@ -139,7 +139,13 @@ SET_ASIDE = re.compile(r"iteration_log-(\d+)-\d+\.md")  # a log set aside, by it
 
 
 def start_log():
-    if not LOG.exists():
+    """Begin iteration_log.md if there is none: the one a set-aside killed between its two moves began, if any (the
+    catch-up reads where it left off there, and not from the first iteration)."""
+    if LOG.exists():
+        return
+    if (LOGS_ASIDE / "next.md").is_file():
+        os.replace(LOGS_ASIDE / "next.md", LOG)
+    else:
         LOG.write_text(LOG_HEAD)
 
 
@@ -166,7 +172,7 @@ def set_aside_log():
     LOGS_ASIDE.mkdir(parents=True, exist_ok=True)
     write_atomically(LOGS_ASIDE / "next.md", f"{LOG_HEAD}\nIterations up to {last} are in backups/logs/ ({name} "
                      f"and up to {LOGS_KEPT - 1} before it); any iteration in full: python fallback.py --show N\n")
-    os.replace(LOG, LOGS_ASIDE / name)  # a kill here leaves no log: the next start begins one
+    os.replace(LOG, LOGS_ASIDE / name)  # a kill here leaves no log: the next start puts next.md in its place
     os.replace(LOGS_ASIDE / "next.md", LOG)
     aside = sorted((int(m[1]), path) for path in LOGS_ASIDE.iterdir() if (m := SET_ASIDE.fullmatch(path.name)))
     for _, old in aside[:-LOGS_KEPT]:
@@ -186,9 +192,13 @@ def section_of(row):
 
 def last_logged_iteration():
     """The number of the log's last section (of the last one set aside, if it has none yet), or 0."""
-    tail = tail_of(LOG, 65536)
-    numbers = re.findall(rb"^## Iteration (\d+) ", tail, re.M) or ASIDE.findall(tail)
-    return int(numbers[-1]) if numbers else 0
+    size = 65536
+    while True:  # read further back while the tail holds no heading: a section with a long line of output is longer
+        tail = tail_of(LOG, size)
+        numbers = re.findall(rb"^## Iteration (\d+) ", tail, re.M) or ASIDE.findall(tail)
+        if numbers or len(tail) < size or size > LOG_BYTES:  # a person's paste of gigabytes is not read whole
+            return int(numbers[-1]) if numbers else 0
+        size *= 4
 
 
 def read_record(data):

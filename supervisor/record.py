@@ -139,8 +139,8 @@ class Writer:
         held = [self.db.execute(f"SELECT count(*) FROM {table}").fetchone()[0] for table in ("iterations", "kept")]
         if not any(held):  # a new record: bring in what today's version kept
             migrate(self, path.parent.parent)
-        if self.db.execute("PRAGMA user_version").fetchone()[0] < tallies.VERSION:  # a new record, or one from before
-            with Transaction(self.db):                                                # the tallies: counted once
+        if self.db.execute("PRAGMA user_version").fetchone()[0] < tallies.VERSION or not tallies.whole(self.db):
+            with Transaction(self.db):  # a new record, one from before the tallies, or rows written without them
                 tallies.build(self.db)
                 self.db.execute(f"PRAGMA user_version = {tallies.VERSION}")
 
@@ -451,11 +451,14 @@ def heading_time(row):
 
 # --- migration: the one place that reads the old log's prose ------------------------------------------
 def migrate(book, root):
-    """Bring a workspace from before the record in, in one transaction: each section of iteration_log.md as a
-    row, usage.json's counts as carried, and the old log, usage.json and quota.json kept whole."""
+    """Bring a workspace from before the record in, in one transaction: each section of iteration_log.md (and of the
+    logs set aside in backups/logs/, for a record made anew) as a row, usage.json's counts as carried, and the old
+    log, usage.json and quota.json kept whole."""
     log, usage, quota = root / LOG.name, root / "backups" / USAGE.name, root / "backups" / QUOTA.name
     files = {path.name: path.read_bytes() for path in (log, usage, quota) if path.exists()}
-    if not files:
+    aside = sorted((int(m[1]), path) for path in (root / "backups" / "logs").glob("iteration_log-*.md")
+                   if (m := re.fullmatch(r"iteration_log-(\d+)-\d+\.md", path.name)))
+    if not files and not aside:
         return
     try:
         old = json.loads(files.get(USAGE.name, b"{}"))
@@ -464,9 +467,10 @@ def migrate(book, root):
     old = {day: {m: u for m, u in models.items() if isinstance(u, dict)} for day, models in old.items()
            if isinstance(models, dict)} if isinstance(old, dict) else {}
     with Transaction(book.db):
-        for row in read_old_log(files.get(LOG.name, b"").decode("utf-8", "replace")):
-            book.db.execute("DELETE FROM iterations WHERE number = ?", (row["number"],))
-            book.insert_row(row)
+        for data in [path.read_bytes() for _, path in aside] + [files.get(LOG.name, b"")]:  # oldest first
+            for row in read_old_log(data.decode("utf-8", "replace")):
+                book.db.execute("DELETE FROM iterations WHERE number = ?", (row["number"],))
+                book.insert_row(row)
         book.carry(old, files)
 
 

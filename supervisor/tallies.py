@@ -6,6 +6,7 @@ show of the whole history costs the same to read at 100,000 iterations as at 100
     after_iteration(db, number)    # the cells holding an iteration, counted again (a row rewritten included)
     after_request(db, request)     # a request added to its day's counts
     top(db); strip(db, cells); daily(db)   # what readers get: record.py's count(), summary() and ledger()
+    whole(db)                      # whether they still count the rows (checked at the writer's start)
 
 Tables: `tallies`, the iterations counted in cells of 8, 64, 512 ... of them (each cell from the eight below it:
 the best outcome's rank, the first landing and rollback, the last scored landing, the count of each outcome,
@@ -13,6 +14,8 @@ the lowest and highest number); `daily`, the requests counted per Pacific day, m
 A reader picks the coarsest level whose cells are no wider than a cell of the strip it draws, and reads at most
 eight times as many cells as it draws.
 """
+import sqlite3
+
 VERSION = 1   # PRAGMA user_version of a record whose tallies are kept (0: made before them)
 FAN = 3       # a cell holds 2**FAN cells of the level below
 LEVELS = tuple(range(FAN, 8 * FAN, FAN))  # cells of 8 ... 2**21 iterations: the coarsest has one cell for years
@@ -33,9 +36,11 @@ CREATE VIEW IF NOT EXISTS {{space}}cells0 AS SELECT number AS cell, {RANK} AS be
   {', '.join(f'({RANK}) = {n} AS {k}' for n, k in enumerate(COUNTS))}, number AS lo, number AS hi FROM iterations;
 """
 MERGED = f"min(best), min(landed), min(rolled), max(scored), {', '.join(f'sum({k})' for k in COUNTS)}, min(lo), max(hi)"
+TOKENS = ", ".join(f"CAST(total({k}_tokens) AS INTEGER)" for k in ("prompt", "output", "thinking"))  # not sum(): it
+# fails with "integer overflow" past 2**63 (a server's absurd token counts), stopping the keeper's start and every
+# reader; total() counts in floating point, exact below 2**53, and the cast saturates
 DAILY = ("INSERT INTO daily SELECT coalesce(day, ''), coalesce(model, ''), coalesce(kind, ''), coalesce(wasted, ''), "
-         "count(*), sum(prompt_tokens), sum(output_tokens), sum(thinking_tokens) FROM requests WHERE {where} "
-         "GROUP BY 1, 2, 3, 4 "
+         f"count(*), {TOKENS} FROM requests WHERE {{where}} GROUP BY 1, 2, 3, 4 "
          "ON CONFLICT DO UPDATE SET requests = requests + excluded.requests, prompt = prompt + excluded.prompt, "
          "output = output + excluded.output, thinking = thinking + excluded.thinking")
 
@@ -74,6 +79,18 @@ def after_iteration(db, number):
 
 def after_request(db, request):
     db.execute(DAILY.format(where="id = ?"), (request,))
+
+
+def whole(db):
+    """Whether the tallies count the rows as they are: a keeper from before them run again on the record, or a person
+    with sqlite3, writes rows and leaves the counts (and user_version) as they were."""
+    try:
+        counts, low, high = top(db)
+        booked = db.execute("SELECT coalesce(sum(requests), 0) FROM daily").fetchone()[0]
+    except sqlite3.Error:  # a table lost
+        return False
+    rows = db.execute("SELECT count(*), min(number), max(number) FROM iterations").fetchone()
+    return rows == (sum(counts), low, high) and booked == db.execute("SELECT count(*) FROM requests").fetchone()[0]
 
 
 def ready(db):

@@ -213,8 +213,8 @@ def oracle(db, start, width):
         kinds[kind] = kinds.get(kind, 0) + 1
     return {"total": len(rows), "kinds": kinds, "low": rows[0][0], "high": rows[-1][0],
             "strip": [run["best"] for run in ordered],
-            "marks": {"landed": [run["landed"] for run in ordered if run["landed"]],
-                      "rolled back": [run["rolled"] for run in ordered if run["rolled"]]},
+            "marks": {"landed": [run["landed"] for run in ordered if run["landed"] is not None],
+                      "rolled back": [run["rolled"] for run in ordered if run["rolled"] is not None]},
             "scores": [run["scored"] for run in ordered if run["scored"]]}
 
 
@@ -273,3 +273,137 @@ def test_a_long_log_is_set_aside_and_begun_again_and_a_kill_in_between_costs_not
     again = (workspace / "iteration_log.md").read_text()
     assert re.findall(r"^## Iteration (\d+) ", again, re.M) == ["16001", "16002", "16003"]  # caught up, no more
     assert len(list(aside.parent.iterdir())) == 1
+
+
+def brute_force_agrees(root):
+    """The summary, count and ledger the record gives, against the rows counted the slow way."""
+    db = sqlite3.connect(record.path_of(root))
+    found = record.summary(root, 7)
+    assert {key: found[key] for key in oracle(db, 0, 1)} == oracle(db, found["start"], found["width"])
+    assert record.count(root) == db.execute("SELECT count(*) FROM iterations").fetchone()[0]
+    booked = sum(use["requests"] for models in record.ledger(root).values() for use in models.values())
+    assert booked == db.execute("SELECT (SELECT count(*) FROM requests) + (SELECT coalesce(sum(requests), 0) "
+                                "FROM carried)").fetchone()[0]  # usage.json's counts from before the record too
+    db.close()
+
+
+def test_rows_written_without_the_tallies_are_counted_again_at_the_next_start(tmp_path):
+    """A keeper from before the tallies run again on the record (a checkout of an older version), or a person who
+    deletes a row by hand, leaves counts that no longer say what the rows say: the next start counts them again."""
+    book, kinds = record.Writer(record.path_of(tmp_path)), [kind.value for kind in record.Kind]
+    for number in range(1, 41):
+        book.write({"number": number, "kind": kinds[number % 6], "outcome": kinds[number % 6]},
+                   [{"day": "2026-11-01", "model": "a", "kind": "answer", "tokens": {"prompt": 1}}])
+    book.db.close()
+    db = sqlite3.connect(record.path_of(tmp_path))
+    for number in range(41, 61):  # as the keeper before the tallies writes: rows only, the user_version left as it is
+        db.execute("INSERT INTO iterations (number, kind, outcome) VALUES (?, 'rolled back', 'rolled back')", (number,))
+        db.execute("INSERT INTO requests (iteration, day, model, kind, prompt_tokens, output_tokens, thinking_tokens) "
+                   "VALUES (?, '2026-11-02', 'a', 'answer', 1, 0, 0)", (number,))
+    db.execute("DELETE FROM iterations WHERE number = 7")  # and one taken out by hand
+    db.commit()
+    record.Writer(record.path_of(tmp_path)).db.close()  # the next start
+    brute_force_agrees(tmp_path)
+    db.execute("DROP TABLE tallies")  # a record whose tallies were lost (user_version 1 left): the start counts them
+    db.commit()
+    record.Writer(record.path_of(tmp_path)).write({"number": 61, "kind": "landed", "outcome": "landed"})
+    brute_force_agrees(tmp_path)
+    db.close()
+
+
+def test_huge_gapped_and_zero_numbers_are_counted_as_the_rows_say(tmp_path):
+    book = record.Writer(record.path_of(tmp_path))
+    numbers = [0, 1, 7, 8, 9, 2**21 - 1, 2**21, 2**24 + 3, 10**12, 10**12 + 1, 2**62, 2**63 - 1]
+    for n, number in enumerate(numbers):
+        kind = [kind.value for kind in record.Kind][n % 6]
+        book.write({"number": number, "kind": kind, "outcome": kind, "score": n if kind == "landed" else None})
+    for cells in (1, 3, 40, 2_000):
+        db = sqlite3.connect(record.path_of(tmp_path))
+        found = record.summary(tmp_path, cells)
+        assert len(found["strip"]) <= cells
+        assert {key: found[key] for key in oracle(db, 0, 1)} == oracle(db, found["start"], found["width"]), cells
+        db.close()
+    assert record.count(tmp_path) == len(numbers)
+
+
+def old_log(sections, output=""):
+    """An old workspace's iteration_log.md of `sections` sections, the last with `output` as its last output."""
+    text = "# Iteration log\n" + "".join(f"\n## Iteration {n} — 2026-01-01 00:00:00 UTC — no change\n\n"
+                                         "- Files: none changed\n" for n in range(1, sections + 1))
+    return text + (f"- Last output:\n\n      {output}\n" if output else "")
+
+
+def headings(path):
+    return [int(n) for n in re.findall(r"^## Iteration (\d+) ", path.read_text(), re.M)]
+
+
+def test_a_last_section_longer_than_the_tail_read_is_not_logged_again(workspace, env, gemini):
+    """A seed that prints one long line (up to OUTPUT_TAIL bytes are kept) makes a section past 64 KB: the catch-up at
+    the next start must still find the last section logged, and not write the whole history again."""
+    (workspace / "iteration_log.md").write_text(old_log(3, "x" * 70_000))
+    gemini.reply(api.answer(good_change("one")))
+    assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
+    assert headings(workspace / "iteration_log.md") == [1, 2, 3, 4]
+
+
+def test_a_kill_between_the_two_moves_of_a_set_aside_loses_no_section(workspace, env, gemini):
+    """Killed after the log was moved into backups/logs/ and before the one begun again took its place: the next start
+    puts it in place, with its line saying where the rest is, and logs the iteration the kill cut off."""
+    (workspace / "iteration_log.md").write_text(old_log(5))
+    gemini.reply(api.answer(good_change("one"))).reply(api.answer(good_change("two")))
+    assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
+    log, aside = workspace / "iteration_log.md", workspace / "backups" / "logs"
+    aside.mkdir()
+    (aside / "iteration_log-1-5.md").write_text(old_log(5))  # the state set_aside_log leaves at a kill between
+    (aside / "next.md").write_text(journal.LOG_HEAD + "\nIterations up to 5 are in backups/logs/ (iteration_log-1-5.md"
+                                   " and up to 3 before it); any iteration in full: python fallback.py --show N\n")
+    log.unlink()
+    assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
+    assert "Iterations up to 5 are in backups/logs/" in log.read_text() and headings(log) == [6, 7]  # not all again
+
+
+def test_a_reader_counts_a_record_from_before_the_tallies_while_the_keeper_holds_a_write(tmp_path):
+    """--status and the page on a record the keeper has not yet counted (tallies counted in memory), while the keeper
+    is in the middle of a write: what is committed is counted, and nothing waits or fails."""
+    book = record.Writer(record.path_of(tmp_path))
+    for number in range(1, 30):
+        book.write({"number": number, "kind": "landed", "outcome": "landed", "score": number},
+                   [{"day": "2026-11-01", "model": "a", "kind": "answer", "tokens": {"prompt": 1}}])
+    book.db.executescript("DROP TABLE tallies; DROP TABLE daily; DROP VIEW cells0; PRAGMA user_version = 0")
+    book.db.execute("BEGIN IMMEDIATE")  # the keeper's write under way, not yet committed
+    book.db.execute("INSERT INTO iterations (number, kind, outcome) VALUES (30, 'stopped', 'stopped')")
+    started = time.monotonic()
+    assert record.count(tmp_path) == 29 and record.summary(tmp_path)["high"] == 29
+    assert record.ledger(tmp_path)["2026-11-01"]["a"]["requests"] == 29
+    assert time.monotonic() - started < 5
+    book.db.execute("COMMIT")
+    brute_force_agrees(tmp_path)
+
+
+def test_a_record_made_anew_after_the_log_was_set_aside_brings_in_the_logs_set_aside(workspace, env, gemini):
+    """A damaged record is moved aside, as the keeper's message says, and "made anew from iteration_log.md": once the
+    log has been set aside, the iterations in backups/logs/ must come back too, and not only the log's last few."""
+    (workspace / "iteration_log.md").write_text(old_log(16_000))
+    gemini.reply(api.answer(good_change("one"))).reply(api.answer(good_change("two")))
+    assert run_fallback(workspace, {**env, "SEED_LOG_MB": "1"}, "--iterations", "1").returncode == 0
+    assert (workspace / "backups" / "logs" / "iteration_log-1-16000.md").exists()
+    for path in (workspace / "backups").glob("record.sqlite*"):  # moved aside
+        path.unlink()
+    assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
+    assert record.count(workspace) == 16_002 and record.has_row(workspace, 5)
+    brute_force_agrees(workspace)
+
+
+def test_token_counts_past_what_sqlite_sums_do_not_stop_the_keeper(tmp_path):
+    """A model server of one's own that reports absurd token counts (any int is taken): the requests are recorded,
+    and counting them again (a record from before the tallies, at the next start) must not fail with SQLite's
+    'integer overflow', which would stop the keeper and --status on that record for good."""
+    book = record.Writer(record.path_of(tmp_path))
+    huge = {"prompt": 2**62, "output": 2**62, "thinking": 1}
+    book.write({"number": 1, "kind": "landed", "outcome": "landed"},
+               [{"day": "2026-11-01", "model": "a", "kind": "answer", "tokens": huge}] * 3)
+    book.db.executescript("DROP TABLE tallies; DROP TABLE daily; DROP VIEW cells0; PRAGMA user_version = 0")
+    assert record.ledger(tmp_path)["2026-11-01"]["a"]["prompt"] >= 2**63 - 1  # read in memory
+    record.Writer(record.path_of(tmp_path)).db.close()  # the next start counts them again
+    use = record.ledger(tmp_path)["2026-11-01"]["a"]
+    assert use["requests"] == 3 and use["prompt"] >= 2**63 - 1 and use["thinking"] == 3 and record.count(tmp_path) == 1
