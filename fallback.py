@@ -409,7 +409,7 @@ def supervise(args, index, gateway):
                           "reason": f"{error}: {what_to_free(error)}", "wait_until": datetime.now(timezone.utc)
                           + timedelta(seconds=60)}
             except KeyboardInterrupt:
-                stopped = {"outcome": "stopped: interrupted (Ctrl+C)", "changes": [],
+                stopped = {"outcome": f"stopped: interrupted ({STOPPED_BY[0]})", "changes": [],
                            "record": session.get("interrupted")}
                 if not SETTLING.exists():  # else a landing was under way: the next start finishes it, and its row
                     row = book.row_of(index["iteration"], stopped, time.monotonic() - began, started)
@@ -551,7 +551,8 @@ def parse_args(argv):
     by_hand.add_argument("--report", action="store_true", help="write report.html (the run as a page to open in a "
                                                               "browser) and exit")
     by_hand.add_argument("--export-git", metavar="DIR", help="write the landed history to DIR as a git repository, one "
-                                                             "commit per landed iteration (again: adds the new ones)")
+                                                             "commit per landed state kept in backups/ (again: adds "
+                                                             "the new ones)")
     by_hand.add_argument("--list-backups", action="store_true", help="list the snapshots in backups/ and exit")
     by_hand.add_argument("--materialise", metavar="ID", help="write snapshot ID's files to backups/ID/ to look "
                                                                 "at, and exit")
@@ -598,8 +599,9 @@ def check_setup(need_key=True, writes=True):
             if "GEMINI_API_KEY" in os.environ:
                 return "GEMINI_API_KEY is set but empty in the environment, which wins over .env: unset it"
             return "GEMINI_API_KEY in .env could not be read: write it as one line,  GEMINI_API_KEY=your-key"
-        return ("GEMINI_API_KEY is not set: copy .env.example to .env and put your key in it "
-                "(a free key: https://aistudio.google.com/apikey)")
+        where = "put it in .env as  GEMINI_API_KEY=your-key" if (ROOT / ".env").is_file() else \
+            "copy .env.example to .env and put your key in it"
+        return f"GEMINI_API_KEY is not set: {where} (a free key: https://aistudio.google.com/apikey)"
     problem = steering_problem() if need_key else None
     if problem or not writes:
         return problem
@@ -724,10 +726,11 @@ def restore_by_hand(index, wanted):
         return 0
     kept = snap.snapshot(index, "by hand", index["iteration"])
     snap.restore(entry)
-    entry["pinned"] = True  # the person chose it: pruning never takes it away
+    entry.update(pinned=True, chosen=book.utc_now())  # the person chose it: never pruned; the page's state now
     snap.save_index(index)
     print(f"restored snapshot {entry['id']}; the codebase as it was is kept as backups/{kept['id']} "
           f"(undo with  python fallback.py --restore {kept['id']})")
+    write_report()  # the page says where the codebase stands
     return 0
 
 
@@ -742,7 +745,11 @@ def keep_by_hand(index, wanted):
     return 0
 
 
+STOPPED_BY = ["Ctrl+C"]  # what stopped the loop, as its last row says
+
+
 def stop_on_sigterm(signum, frame):
+    STOPPED_BY[0] = "SIGTERM"
     raise KeyboardInterrupt
 
 

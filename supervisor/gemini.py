@@ -53,7 +53,7 @@ class Gemini:
 
     def __init__(self, upstream, key, models, limits=None):
         if not key:
-            raise ValueError("GEMINI_API_KEY is not set: copy .env.example to .env and put your key there")
+            raise ValueError("GEMINI_API_KEY is not set: put it in .env as  GEMINI_API_KEY=your-key")
         if not re.match(r"https?://[^/\s]+", upstream):
             raise ValueError(f"GEMINI_API_BASE is not a usable URL: {upstream!r}")
         if not models:
@@ -90,8 +90,9 @@ class Gemini:
         except TooLarge as error:
             return Outcome(Kind.UNUSABLE, "unusable answer", f"Gemini sent {error}: not read")
         except requests.RequestException as error:
-            return Outcome(Kind.RETRY_LATER, "network error",
-                           f"cannot reach {self.upstream} ({type(error).__name__}): check the network")
+            hint = "check the network" if self.upstream == API_BASE else "check the network, or GEMINI_API_BASE in .env"
+            return Outcome(Kind.RETRY_LATER, "network error", f"cannot reach {self.upstream} ({type(error).__name__}): "
+                                                              f"{hint}")
         if response.status_code != 200:
             return read_refusal(*read_error(response))
         body = json_of(response)

@@ -20,6 +20,7 @@ from .answers import TOKEN_FIELDS
 from .settings import load_json, save_json
 
 USAGE_DAYS = 7  # Pacific days usage.json keeps
+UNREACHED = "network error"  # the kind of a request that never reached the server
 WINDOW = 61.0  # seconds: the sliding window of the per-minute limits, with a second for the time a request takes
                # to reach the API (booked as it leaves, counted there as it arrives)
 BLOCKED = {"spent": "daily quota spent",  # why a model in quota.json may not be asked before its time
@@ -35,8 +36,7 @@ class Books:
 
     def requests_today(self, model):
         """Today's requests to the model that may have reached the server (an outage must not spend a day)."""
-        use = load_json(self.usage).get(pacific_day(), {}).get(model, {})
-        return use.get("requests", 0) - use.get("kinds", {}).get("network error", 0)
+        return reached(load_json(self.usage).get(pacific_day(), {}).get(model, {}))
 
     def blocked(self, model):
         """(why, until when, one line) while the model may not be asked (its day spent, or gone), else None."""
@@ -100,6 +100,11 @@ class Books:
         ledger = load_json(self.usage)
         bump(entry(ledger, pacific_day(), model)["wasted"], why)
         save_json(self.usage, ledger)
+
+
+def reached(use):
+    """Of a day's use of a model, the requests that may have reached the server: those its quota counts."""
+    return use.get("requests", 0) - use.get("kinds", {}).get(UNREACHED, 0)
 
 
 def entry(ledger, day, model):

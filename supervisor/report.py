@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from . import record
+from .ledger import reached
 from .models import Models
 from .settings import NAMED, write_atomically
 
@@ -330,12 +331,16 @@ def render_page(root, sections, overall, snapshots, counts, pairs, diffs, ledger
 
 
 def now_state(sections, snapshots, pairs, counts):
-    """The snapshot that holds the codebase as the last iteration left it (or the newest state kept)."""
+    """The snapshot that holds the codebase as the last iteration left it, or a person restored it since (or the
+    newest state kept)."""
     last = sections[-1] if sections else None
     by_id = {e["id"]: e for e in snapshots}
     found = by_id.get(last["restored"]) if last else None
     if last and last["kind"] == "landed":
         found = pairs.get(last["number"], (None, None))[1]
+    chosen = max((e for e in snapshots if isinstance(e.get("chosen"), str)), key=lambda e: e["chosen"], default=None)
+    if chosen and (not last or chosen["chosen"] >= last["heading_time"]):  # --restore ID, --reset: after the last
+        found = chosen
     states = [e for _, e in state_snapshots(snapshots) if e["id"] in counts]
     return found if found and found["id"] in counts else states[-1] if states else None
 
@@ -594,12 +599,15 @@ def render_requests(ledger, quotas):
     models = sorted({m for day in days for m in ledger[day]})
     if not days or not models:
         return '<section id="requests"><h2>Requests per day</h2><p>No request is in the ledger yet.</p></section>'
-    use = lambda day, model, key: ledger[day].get(model, {}).get(key, 0)
-    charts = [f'<figure><figcaption><code>{esc(m)}</code>: {sum(use(d, m, "requests") for d in days):,} '
-              f'request(s){f", quota {quotas[m]} a day" if m in quotas else ""}</figcaption>'
-              f'{draw_bars(days, [use(d, m, "requests") for d in days], quotas.get(m))}</figure>' for m in models]
+    counted = lambda day, model: reached(ledger[day].get(model, {}))  # as the quota counts them
+    unreached = lambda model: sum(ledger[d].get(model, {}).get("requests", 0) - counted(d, model) for d in days)
+    charts = [f'<figure><figcaption><code>{esc(m)}</code>: {sum(counted(d, m) for d in days):,} request(s)'
+              f'{f" (and {unreached(m):,} that never reached it)" if unreached(m) else ""}'
+              f'{f", quota {quotas[m]} a day" if m in quotas else ""}</figcaption>'
+              f'{draw_bars(days, [counted(d, m) for d in days], quotas.get(m))}</figure>' for m in models]
     return (f'<section id="requests"><h2>Requests per day</h2><p class="muted">Pacific days, {esc(days[0])} to '
-            f'{esc(days[-1])}.</p><div class="charts">' + "".join(charts) + "</div>"
+            f'{esc(days[-1])}; the requests that may have reached the model, as its daily quota counts them.</p>'
+            '<div class="charts">' + "".join(charts) + "</div>"
             + render_costs(ledger, models) + "</section>")
 
 

@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 
 from . import backends, record
 from .console import printable
-from .ledger import pacific_day
+from .ledger import pacific_day, reached
 from .settings import BACKUPS, INDEX, QUOTA, ROOT, TASKS, load_json
 from .snapshots import current, load_index, retention, run_worked
 
@@ -34,10 +34,11 @@ def show_status(holder):
     print(f"models today (Pacific day {pacific_day()}):")
     for model in dict.fromkeys(models + list(today) + list(quota)):
         use = today.get(model, {})
-        wasted = sum(use.get("wasted", {}).values())
-        print(f"  {model:<28} {use.get('requests', 0):>3} request(s), {wasted} wasted, "
+        wasted, unreached = sum(use.get("wasted", {}).values()), use.get("requests", 0) - reached(use)
+        print(f"  {model:<28} {reached(use):>3} request(s), {wasted - unreached} wasted, "
               f"{use.get('prompt', 0) + use.get('output', 0) + use.get('thinking', 0):>9,} tokens  "
-              f"{model_state(quota.get(model, {}), now)}")
+              f"{model_state(quota.get(model, {}), now)}" + (f"  (and {unreached} that never reached it)"
+                                                               if unreached else ""))
     index = load_index() if INDEX.exists() else {"snapshots": []}
     print(f"backups: {len(index['snapshots'])} snapshot(s), {disk_use(BACKUPS) / 1e6:.1f} MB; {where_it_stands(index)}")
     print(f"  {retention(index)}")

@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import re
+import socket
 import shutil
 import signal
 import subprocess
@@ -298,7 +299,8 @@ def test_a_missing_key_stops_before_anything_runs(workspace, env, gemini):
     done = run_fallback(workspace, env, "--iterations", "1")
     assert done.returncode == 78
     assert done.stdout == "" and len(done.stderr.strip().splitlines()) == 1
-    assert "GEMINI_API_KEY is not set" in done.stderr and "https://aistudio.google.com/apikey" in done.stderr
+    assert "GEMINI_API_KEY is not set: put it in .env as  GEMINI_API_KEY=your-key" in done.stderr
+    assert "https://aistudio.google.com/apikey" in done.stderr
     assert gemini.requests == [] and not (workspace / "backups" / "index.json").exists()
 
 
@@ -486,6 +488,7 @@ def test_backups_can_be_listed_restored_and_reset_without_losing_anything(worksp
     reset = run_fallback(workspace, env, "--reset")
     assert reset.returncode == 0 and "restored snapshot 0001" in reset.stdout
     assert not (workspace / "a.py").exists() and not (workspace / "b.py").exists()
+    assert "The codebase now is snapshot 0001." in (workspace / "report.html").read_text()  # the page says so too
     kept = re.search(r"kept as backups/(\d{4})", reset.stdout).group(1)
     assert run_fallback(workspace, env, "--restore", kept).returncode == 0
     assert (workspace / "a.py").read_text() == "a = 1\n" and (workspace / "b.py").read_text() == "b = 1\n"
@@ -504,6 +507,18 @@ def test_usage_is_kept_per_day_and_model_with_the_waste_and_its_reasons(workspac
     assert use["wasted"] == {"429 per minute": 1, "nothing to apply": 1}
     assert "- Refused: seed.py: lazy: its text stands in for code it would drop" in \
         (workspace / "iteration_log.md").read_text()
+
+
+def test_requests_that_never_reached_the_server_are_not_shown_against_the_quota(workspace, env):
+    closed = socket.create_server(("127.0.0.1", 0))
+    env["GEMINI_API_BASE"] = f"http://127.0.0.1:{closed.getsockname()[1]}"
+    closed.close()
+    assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
+    status = run_fallback(workspace, env, "--status").stdout
+    assert re.search(r"gemini-3.5-flash +0 request\(s\), 0 wasted, .*\(and 3 that never reached it\)", status), status
+    run_fallback(workspace, env, "--report")
+    assert "gemini-3.5-flash</code>: 0 request(s) (and 3 that never reached it), quota" in \
+        (workspace / "report.html").read_text()
 
 
 def test_status_shows_iterations_tasks_models_and_backups_without_a_request(workspace, env, gemini):
@@ -546,16 +561,17 @@ def running(workspace, env, gemini):
         supervisor.communicate()
 
 
-def test_ctrl_c_stops_within_seconds_and_frees_everything(running, workspace, env, gemini):
+@pytest.mark.parametrize("stop, said", [(signal.SIGINT, "Ctrl+C"), (signal.SIGTERM, "SIGTERM")])
+def test_ctrl_c_stops_within_seconds_and_frees_everything(running, workspace, env, gemini, stop, said):
     seed_processes = [pid for pid in processes_in(workspace) if pid != running.pid]
     assert seed_processes
-    running.send_signal(signal.SIGINT)
+    running.send_signal(stop)
     out, err = running.communicate(timeout=10)
     assert running.returncode == 130, err
     assert "interrupted" in out and "0 iteration(s)" in out
     assert not [pid for pid in seed_processes if alive(pid)]
     assert not (workspace / "slow.py").exists()
-    assert outcomes(workspace) == ["stopped: interrupted (Ctrl+C)"]
+    assert outcomes(workspace) == [f"stopped: interrupted ({said})"]
     assert "gemini-3.5-flash, 1 request(s)" in (workspace / "iteration_log.md").read_text()  # the one in flight
     [day] = json.loads((workspace / "backups" / "usage.json").read_text()).values()
     assert day["gemini-3.5-flash"]["requests"] == 1
