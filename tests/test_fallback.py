@@ -779,7 +779,7 @@ def test_thousands_of_files_land_and_the_log_stays_short(workspace, env, gemini)
 
 def test_a_short_seeded_soak_runs_clean():
     """The soak of bench/soak.py, short: every fault class may come up; every invariant must hold."""
-    done = subprocess.run([sys.executable, str(REPO / "bench" / "soak.py"), "--steps", "20", "--seed", "2"],
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "soak.py"), "--steps", "12", "--seed", "2"],
                           capture_output=True, text=True, timeout=600)
     closing = done.stdout.strip().splitlines()[-1]
     assert done.returncode == 0, done.stdout + done.stderr
