@@ -1,6 +1,6 @@
 """Benchmark: what confining one run costs, launch by launch: Landlock alone, and namespaces of its own with the relay.
 
-    python bench/launch.py                # 40 launches of each kind; about half a minute
+    python bench/launch.py                # 40 launches of each kind; about ten seconds
     python bench/launch.py --launches 100
 
 Each kind launches `python -c pass` through supervisor/sandbox.py's launcher as the keeper does (the seed's

@@ -1,6 +1,6 @@
 """Benchmark: the time to regenerate report.html and to export the history to git, at 1,000 iterations.
 
-    python bench/report.py                          # about a minute on 2 cores
+    python bench/report.py                          # about ten seconds on 2 cores
     python bench/report.py --iterations 3000 --files 600 --runs 9
 
 Builds a synthetic workspace with the tests' builder (tests/test_report.py): a codebase of --files

@@ -16,6 +16,7 @@ import difflib
 import functools
 import html
 import json
+import math
 import os
 import re
 from bisect import bisect_left, bisect_right
@@ -416,6 +417,7 @@ def outcome_class(kind):
 
 def render_goal(goal):
     """goal.md as a person wrote it, its Markdown rendered: headings, lists, code, emphasis, links; all escaped."""
+    goal = re.sub(r"\A\s*#\s*Goal\s*\n", "", goal, flags=re.I)  # its own "# Goal" heading: the section has one
     html_ = markdown(goal) if goal.strip() else "<p>(goal.md is empty)</p>"
     return f'<section id="goal"><h2>Goal</h2><div class="goal">{html_}</div></section>'
 
@@ -510,9 +512,9 @@ W, H, LEFT, RIGHT, TOP, BOTTOM = 360, 190, 44, 352, 10, 140  # a chart's frame a
 def nice_top(value):
     """The top of a chart's scale: twice the smallest 1, 2 or 5 times a power of ten at or above half
     the value, so that the line halfway is a round number too."""
-    step = 1
-    while step * 5 < value / 2:
-        step *= 10
+    if value <= 0:
+        return 1
+    step = 10.0 ** math.floor(math.log10(value / 2))  # a score of 0 to 1 gets a scale of 0 to 1, not 2
     return 2 * next(half for half in (step, step * 2, step * 5, step * 10) if half >= value / 2)
 
 
@@ -571,7 +573,7 @@ def render_growth(overall, snapshots, counts):
     return ('<section id="growth"><h2>Growth</h2><div class="charts">' + "".join(charts) + '</div>'
             '<p class="key"><span><i style="background:var(--landed)"></i>landed</span> <span><i style="background:'
             f'var(--rolled)"></i>rolled back</span> — from the {len(points)} snapshot(s) kept; older ones are '
-            'pruned, the log keeps every iteration.</p></section>')
+            'pruned, the record keeps every iteration.</p></section>')
 
 
 def draw_bars(days, values, quota):
