@@ -22,6 +22,7 @@ MARGIN = 4 / 3            # such estimates undercount code by up to a third: a p
 FOLD_TOKENS = 500         # room kept in each budget for the answer instruction folded into a prompt
 MAX_OUTPUT = 65_536       # tokens: the largest answer any model of the table gives; a larger ask is clamped
 TOKEN_FIELDS = {"prompt": "promptTokenCount", "output": "candidatesTokenCount", "thinking": "thoughtsTokenCount"}
+MOST_TOKENS = 10 ** 9  # a count of tokens no one request reaches: beyond it, a server's count is not believed
 LAZY = re.compile(r"^\s*(#|//|/\*|<!--)\s*((\.\.\.|…)\s*[(\[]?\s*"
                   r"(existing|rest|remaining|previous|unchanged|same|other)"
                   r"|[(\[]?(rest of|remaining)\b.*\b(unchanged|as before|the same|omitted))", re.I | re.M)
@@ -204,7 +205,8 @@ def answer_body(answer, body, model):
 
 
 def read_usage(body):
-    """{"prompt", "output", "thinking"} tokens of an answer; a field missing or odd counts 0."""
+    """{"prompt", "output", "thinking"} tokens of an answer; a field missing or odd (not a count one request could
+    take: negative, or a billion and more) counts 0."""
     usage = body.get("usageMetadata") if isinstance(body.get("usageMetadata"), dict) else {}
-    return {name: usage[field] if isinstance(usage.get(field), int) and usage[field] >= 0 else 0
+    return {name: usage[field] if isinstance(usage.get(field), int) and 0 <= usage[field] < MOST_TOKENS else 0
             for name, field in TOKEN_FIELDS.items()}

@@ -134,7 +134,7 @@ def drop_oldest_failures(lines):
 
 
 LOG_HEAD = "# Iteration log\n\nfallback.py appends one section per iteration here. Newest at the bottom.\n"
-ASIDE = re.compile(rb"^Iterations up to (\d+) are in ", re.M)  # the line a log begun again starts with
+ASIDE = re.compile(rb"^Iterations up to (\d{1,15}) are in ", re.M)  # the line a log begun again starts with
 SET_ASIDE = re.compile(r"iteration_log-(\d+)-\d+\.md")  # a log set aside, by its first and last iteration
 
 
@@ -166,7 +166,7 @@ def set_aside_log():
     """Move iteration_log.md to backups/logs/iteration_log-FIRST-LAST.md and begin it again with a line saying
     where the rest is; only the newest LOGS_KEPT set aside are kept (the record holds every iteration)."""
     with LOG.open("rb") as log:
-        first = re.search(rb"^## Iteration (\d+) ", log.read(65536), re.M)
+        first = re.search(rb"^## Iteration (\d{1,15}) ", log.read(65536), re.M)
     last = last_logged_iteration()
     name = f"iteration_log-{int(first[1]) if first else 1}-{last}.md"
     LOGS_ASIDE.mkdir(parents=True, exist_ok=True)
@@ -195,7 +195,7 @@ def last_logged_iteration():
     size = 65536
     while True:  # read further back while the tail holds no heading: a section with a long line of output is longer
         tail = tail_of(LOG, size)
-        numbers = re.findall(rb"^## Iteration (\d+) ", tail, re.M) or ASIDE.findall(tail)
+        numbers = re.findall(rb"^## Iteration (\d{1,15}) ", tail, re.M) or ASIDE.findall(tail)
         if numbers or len(tail) < size or size > LOG_BYTES:  # a person's paste of gigabytes is not read whole
             return int(numbers[-1]) if numbers else 0
         size *= 4

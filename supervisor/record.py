@@ -474,7 +474,7 @@ def migrate(book, root):
         book.carry(old, files)
 
 
-HEADING = re.compile(r"^## Iteration (\d+) — (.*?) — (.*)$", re.M)
+HEADING = re.compile(r"^## Iteration (\d{1,15}) — (.*?) — (.*)$", re.M)
 FILE_CHANGE = re.compile(r"(?:^|, )(.+?)(?: \((new|deleted)\))? \+(\d+) −(\d+)(?=, |$| and \d+ more$)")
 MODEL_LINE = re.compile(r"(.*?), (\d+) request\(s\), tokens ([\d,]+) prompt \+ ([\d,]+) output \+ ([\d,]+) thinking; "
                         r"([\d.]+) s")

@@ -77,7 +77,10 @@ def disk_use(folder):
                 if entry.is_dir(follow_symlinks=False):
                     folders.append(entry.path)
                 elif entry.is_file(follow_symlinks=False):
-                    found = entry.stat(follow_symlinks=False)
+                    try:
+                        found = entry.stat(follow_symlinks=False)
+                    except FileNotFoundError:  # pruned while this counts
+                        continue
                     sizes[found.st_dev, found.st_ino] = found.st_size
     return sum(sizes.values())
 

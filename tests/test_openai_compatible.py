@@ -310,6 +310,15 @@ def test_usage_is_counted_with_reasoning_tokens_as_thinking(gateway, servers, tm
                               "kinds": {"answer": 1}, "wasted": {}}
 
 
+def test_a_token_count_no_request_could_reach_is_not_believed(gateway, servers, tmp_path):
+    usage = {"prompt_tokens": 2 ** 70, "completion_tokens": 10 ** 12, "total_tokens": 2 ** 70}  # past SQLite's integers
+    server = servers(llama_cpp()).answer(llama_cpp_answer(json.dumps(PAYLOAD), usage=usage))
+    gw = gateway(server.base, models=[LLAMA_CPP])
+    plan = gw.open_run()
+    assert ask(gw, plan["token"]).status_code == 200
+    assert gw.close_run(plan["token"])["tokens"] == {"prompt": 0, "output": 0, "thinking": 0}
+
+
 def test_the_files_that_came_whole_are_salvaged_from_a_length_cut_off(gateway, servers):
     cut = ('{"tasks": ["one", "two"], "files": [{"path": "a.py", "content": "A = 1\\n"}, '
            '{"path": "b.py", "content": "B = ')

@@ -407,3 +407,12 @@ def test_token_counts_past_what_sqlite_sums_do_not_stop_the_keeper(tmp_path):
     record.Writer(record.path_of(tmp_path)).db.close()  # the next start counts them again
     use = record.ledger(tmp_path)["2026-11-01"]["a"]
     assert use["requests"] == 3 and use["prompt"] >= 2**63 - 1 and use["thinking"] == 3 and record.count(tmp_path) == 1
+
+
+def test_a_log_heading_with_a_number_past_any_iteration_is_not_taken_for_one(workspace, env, gemini):
+    (workspace / "iteration_log.md").write_text("# Iteration log\n\n## Iteration 123456789012345678901 — 2026-01-01 "
+                                                "00:00:00 UTC — no change\n")  # past SQLite's integers: typed by hand
+    gemini.reply(api.answer(good_change("one")))
+    done = run_fallback(workspace, env, "--iterations", "1")
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert re.findall(r"^## Iteration (\d+) ", (workspace / "iteration_log.md").read_text(), re.M)[-1] == "1"
