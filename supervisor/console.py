@@ -10,7 +10,7 @@ import shutil
 import sys
 import threading
 import time
-from datetime import datetime
+from datetime import datetime, timezone
 
 from .settings import KEY_SHAPES, LOG
 
@@ -92,8 +92,16 @@ def report(row, totals):
     totals["tokens"] += spent
     files = describe_changes(row["files"]) if kind == "landed" else ""
     score = f", score {row['score']:g}" if row.get("score") is not None else ""
-    say(f"#{row['number']} {row['outcome']}{' — ' + files if files else ''} ({row['seconds']:.0f} s, "
+    say(f"#{row['number']} {local_times(row['outcome'])}{' — ' + files if files else ''} ({row['seconds']:.0f} s, "
         f"{row['requests']} request(s), {spent:,} tokens{score})", kind)
+
+
+def local_times(text):
+    """The text with its UTC times (as the record keeps them) in local time, as the console says every time."""
+    def local(match):
+        moment = datetime.strptime(match[1], "%Y-%m-%d %H:%M").replace(tzinfo=timezone.utc).astimezone()
+        return f"{moment:%a %H:%M} local time"
+    return re.sub(r"(\d{4}-\d\d-\d\d \d\d:\d\d) UTC", local, text)
 
 
 def summary(done, totals, grown_from, grown_to):

@@ -288,7 +288,9 @@ def test_a_spent_day_waits_for_the_reset_without_retrying(workspace, env, gemini
     done = run_fallback(workspace, env, "--iterations", "1")
     assert done.returncode == 0, done.stderr
     [outcome] = outcomes(workspace)
-    assert re.fullmatch(r"waiting until \d{4}-\d\d-\d\d 0[78]:00 UTC", outcome)
+    assert re.fullmatch(r"waiting until \d{4}-\d\d-\d\d 0[78]:00 UTC", outcome)  # the log and record: UTC
+    midnight = datetime.strptime(outcome[14:30], "%Y-%m-%d %H:%M").replace(tzinfo=timezone.utc).astimezone()
+    assert f"#1 waiting until {midnight:%a %H:%M} local time" in done.stdout  # the console: local, as its clock
     assert len(gemini.requests) == 1
     assert (workspace / "pending_tasks.md").read_text() == tasks_before  # no rollback, no task
 
