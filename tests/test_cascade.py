@@ -92,3 +92,15 @@ def test_a_suite_runs_in_two_parts_at_once_and_what_fails_there_is_judged_in_one
     assert "(the tests ran first in 2 parts at once, and one did not pass: the verdict is this run's, in one" in task
     assert "assert [0, 1] == [1]" in task  # the verdict of the one process: test_a ran first
     assert (workspace / "registry.py").read_text() == "ITEMS = []\n"
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the tests run in parts on two cores or more")
+def test_parts_that_hang_only_beside_each_other_are_judged_again_in_one_process_in_time(workspace, env, gemini):
+    waits = "import time\n\n\ndef test_waits(request):\n    if request.config.option.basetemp:  # in a part only\n" \
+            "        time.sleep(120)\n"
+    gemini.reply(api.answer([("tests/test_a.py", waits), ("tests/test_b.py", "def test_b():\n    pass\n")]))
+    env.update(SEED_PARALLEL_FROM="2", SEED_GATE_SECONDS="8")  # the parts have 4 s, then one process has the rest
+    done = run_fallback(workspace, env, "--iterations", "1", timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert outcomes(workspace) == ["landed: 2 file(s) changed"]
+    assert lines_about_tests(workspace) == ["2 of the model's pass; the gate ran all test files"]
