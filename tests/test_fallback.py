@@ -1028,8 +1028,8 @@ def test_a_task_whose_detail_the_seed_shows_in_part_does_not_keep_a_small_model_
 def test_a_model_that_keeps_the_seed_past_its_time_walks_nothing_back(workspace, env, gemini):
     env["SEED_FAULT_PAUSE"] = "1"
     gemini.reply(api.answer([("a.py", "a = 1\n")]))
-    gemini.reply(api.answer([("b.py", "b = 1\n")]), delay=8)  # longer than the run may take
-    done = run_fallback(workspace, env, "--iterations", "2", "--timeout", "4")
+    gemini.reply(api.answer([("b.py", "b = 1\n")]), delay=5)  # longer than the run may take
+    done = run_fallback(workspace, env, "--iterations", "2", "--timeout", "3")
     assert done.returncode == 0, done.stderr
     assert outcomes(workspace)[0] == "landed: 1 file(s) changed"  # a state no run has proven yet
     assert outcomes(workspace)[1].endswith("seed.py timed out and was killed with its children while the model "
