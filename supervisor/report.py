@@ -551,7 +551,7 @@ def draw_growth(points, marks, last):
     return (f'<svg viewBox="0 0 {W} {H}" role="img">{y_axis(top)}'
             f'<path class="area" d="{line}V{BOTTOM}H{x(points[0][0]):.1f}Z"/><path class="line" d="{line}"/>'
             + "".join(f'<path class="{kind}" d="{d}"/>' for kind, d in ticks.items() if d)
-            + f'<text x="{LEFT}" y="{H - 8}">0</text><text x="{x(last):.1f}" y="{H - 8}" text-anchor="middle">{last}'
+            + f'<text x="{LEFT}" y="{H - 8}">0</text><text x="{x(last):.1f}" y="{H - 8}" text-anchor="end">{last:,}'
               f'</text>'
               f'<text x="{(LEFT + x(last)) / 2:.1f}" y="{H - 8}" text-anchor="middle">iteration</text></svg>')
 
