@@ -91,7 +91,7 @@ def in_parts():
             if isinstance(fact, dict) and fact.get("outcome") == "failed":
                 for run in runs:  # fail fast: the other parts are stopped
                     run.kill()
-    readers = [threading.Thread(target=drain, args=(n,)) for n in range(parts)]
+    readers = [threading.Thread(target=drain, args=(n,), daemon=True) for n in range(parts)]
     for reader in readers:
         reader.start()
     deadline = time.monotonic() + seconds
@@ -102,9 +102,10 @@ def in_parts():
         for run in runs:
             run.kill()
     codes = [run.wait() for run in runs]
+    read_by = time.monotonic() + 5  # a process a part left may hold its pipe open: what the part wrote is read by then
     for reader in readers:
-        reader.join()
-    facts_of = [[fact for fact in part if isinstance(fact, dict)] for part in told]
+        reader.join(max(0, read_by - time.monotonic()))
+    facts_of = [[fact for fact in list(part) if isinstance(fact, dict)] for part in told]
     whole = all(code in (0, 5) and any("collected" in f for f in part) and any("finished" in f for f in part)
                 and not any(f.get("outcome") == "failed" for f in part) for code, part in zip(codes, facts_of))
     if not whole:

@@ -473,3 +473,15 @@ def test_a_tmux_server_of_the_persons_is_out_of_the_runs_reach(keyed, env, gemin
         subprocess.run(["tmux", "-L", server, "kill-server"], capture_output=True)
         if made:
             shutil.rmtree(sockets, ignore_errors=True)
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the tests run in parts on two cores or more")
+def test_a_test_that_leaves_a_process_holding_its_parts_pipe_neither_hangs_the_gate_nor_fails_it(keyed, env, gemini,
+                                                                                                  outside):
+    lingers = ("tests/test_lingers.py", "import os\n\n\ndef test_background():\n"  # os.system keeps every fd open
+                                        "    assert os.system('sleep 90 &') == 0\n")
+    gemini.reply(api.answer([RIGHT_CALC, FAILING_TEST, lingers]))
+    env["SEED_PARALLEL_FROM"] = "2"  # the sleep holds its part's pipe: its reader may not wait for it to close
+    done = run_fallback(keyed, env, "--iterations", "1", timeout=60)
+    held(keyed, done, gemini, outside, 1)
+    assert outcomes(keyed) == ["landed: 3 file(s) changed"]
