@@ -35,12 +35,17 @@ from .terrarium import clean_env, judged_copy, policy, run_bounded
 
 PYTEST = """import json, os, sys
 import pytest
-def run_tests(root, tests, facts, basetemp=None):
+def run_tests(root, tests, facts, basetemp=None, part=(0, 1)):
     def tell(**fact):
         facts.write(json.dumps(fact) + "\\n")
         facts.flush()
 
     class Keeper:
+        @pytest.hookimpl(trylast=True)
+        def pytest_collection_modifyitems(self, items):  # every file is collected, as in one process: one part runs
+            files = [item.nodeid.split("::")[0] for item in items]  # the tests of every part[1]-th file from part[0]
+            items[:] = [i for i, f in zip(items, files) if (tests.index(f) if f in tests else 0) % part[1] == part[0]]
+
         @pytest.hookimpl(trylast=True)
         def pytest_collection_finish(self, session):
             tell(collected=[item.nodeid for item in session.items])
@@ -61,7 +66,8 @@ def run_tests(root, tests, facts, basetemp=None):
                         *(["--basetemp", basetemp] if basetemp else []), *tests], plugins=[Keeper()])
 """  # pytest under the keeper's configuration, each outcome written to `facts` as it happens
 PART = PYTEST + """sys.path.append(sys.argv[1])
-sys.exit(run_tests(sys.argv[1], sys.argv[4:], os.fdopen(int(sys.argv[2]), "w", buffering=1), sys.argv[3]))
+sys.exit(run_tests(sys.argv[1], sys.argv[6:], os.fdopen(int(sys.argv[2]), "w", buffering=1), sys.argv[3],
+                   (int(sys.argv[4]), int(sys.argv[5]))))
 """  # one of the parts a run's tests are dealt into: its own process, its own temp folder, its own pipe
 CHECKS = PYTEST + f"PART = {PART!r}\n" + """import importlib, subprocess, tempfile, threading, time, traceback
 root, facts, parts, seconds = sys.argv[1], os.fdopen(int(sys.argv[2]), "w", buffering=1), *map(int, sys.argv[3:5])
@@ -77,7 +83,7 @@ def in_parts():
     for n in range(parts):
         read_end, write_end = os.pipe()
         runs.append(subprocess.Popen([sys.executable, "-P", "-c", PART, root, str(write_end),
-                                      os.path.join(tempfile.gettempdir(), f"part{n}"), *tests[n::parts]],
+                                      os.path.join(tempfile.gettempdir(), f"part{n}"), str(n), str(parts), *tests],
                                      pass_fds=(write_end,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         os.close(write_end)
         pipes.append(os.fdopen(read_end, "rb"))

@@ -485,3 +485,15 @@ def test_a_test_that_leaves_a_process_holding_its_parts_pipe_neither_hangs_the_g
     done = run_fallback(keyed, env, "--iterations", "1", timeout=60)
     held(keyed, done, gemini, outside, 1)
     assert outcomes(keyed) == ["landed: 3 file(s) changed"]
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the tests run in parts on two cores or more")
+def test_test_files_that_cannot_be_collected_together_fail_the_gate_when_the_tests_run_in_parts(keyed, env, gemini,
+                                                                                                 outside):
+    twins = [(f"tests/{folder}/test_util.py", f"def test_{folder}():\n    assert '{folder}'\n") for folder in "ab"]
+    gemini.reply(api.answer([RIGHT_CALC, FAILING_TEST, *twins]))  # one module name for two files: in one process,
+    env["SEED_PARALLEL_FROM"] = "2"  # pytest cannot import the second ('import file mismatch'); dealt apart, both can
+    done = run_fallback(keyed, env, "--iterations", "1", timeout=60)
+    held(keyed, done, gemini, outside, 1)
+    assert outcomes(keyed) == ["rolled back: tests failed"] and not (keyed / "tests" / "a").exists()
+    assert "import file mismatch" in (keyed / "pending_tasks.md").read_text()
