@@ -201,7 +201,8 @@ def run_checks(files, contract, changes=None):
         [sys.executable, "-P", "-c", CHECKS, str(JUDGED), str(fd), str(parts), str(GATE_TIMEOUT // 2), *modules, "--",
          *tests],
         clean_env(GEMINI_API_BASE="http://127.0.0.1:9", PYTEST_DISABLE_PLUGIN_AUTOLOAD="1"),
-        GATE_TIMEOUT, policy(own_servers=True, judged=JUDGED), cwd=JUDGED, pass_fds=(fd,)))
+        GATE_TIMEOUT + GATE_TIMEOUT // 2 * (parts > 1), policy(own_servers=True, judged=JUDGED), cwd=JUDGED,
+        pass_fds=(fd,)))  # the one process that judges what did not pass in parts has the gate's whole time
     which = EVERY_TEST if len(tests) == len(every) + len(contract) else \
         f"{len(tests)} of {len(every)} test files, those this change can affect"
     if not any("imported" in fact for fact in facts):
