@@ -116,7 +116,8 @@ def in_parts():
                 and not any(f.get("outcome") == "failed" for f in part) for code, part in zip(codes, facts_of))
     if not whole:
         return False
-    tell(collected=[test for part in facts_of for f in part if "collected" in f for test in f["collected"]])
+    # each part's first collection, as one process's verdict takes it: a later one can only be a test's
+    tell(collected=[test for part in facts_of for test in next(f["collected"] for f in part if "collected" in f)])
     for fact in (f for part in facts_of for f in part if "test" in f):
         tell(**fact)
     tell(finished=min(codes))

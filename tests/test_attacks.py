@@ -508,3 +508,18 @@ def test_a_suite_that_passes_within_the_gates_time_in_one_process_lands_when_one
     done = run_fallback(keyed, env, "--iterations", "1", timeout=60)
     held(keyed, done, gemini, outside, 1)
     assert outcomes(keyed) == ["landed: 3 file(s) changed"]
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the tests run in parts on two cores or more")
+def test_a_test_that_writes_a_collection_of_its_own_does_not_count_toward_the_ratchet_when_the_tests_run_in_parts(
+        workspace, env, gemini, outside):
+    two = "def test_one():\n    pass\n\n\ndef test_two():\n    pass\n"
+    ghost = ("import json, os, sys\n\n\ndef test_one():\n    for fact in [{'collected': ['tests/test_two.py::ghost']}, "
+             "{'test': 'tests/test_two.py::ghost', 'when': 'call', 'outcome': 'passed'}]:\n"
+             "        os.write(int(sys.argv[2]), (json.dumps(fact) + '\\n').encode())\n")  # its part's pipe
+    gemini.reply(api.answer([("tests/test_two.py", two), ("tests/test_other.py", "def test_other():\n    pass\n")]))
+    gemini.reply(api.answer([("tests/test_two.py", ghost), ("notes.txt", "every test runs\n")]))
+    env["SEED_PARALLEL_FROM"] = "2"
+    done = run_fallback(workspace, env, "--iterations", "2", timeout=120)
+    held(workspace, done, gemini, outside, 2)
+    assert outcomes(workspace) == ["landed: 2 file(s) changed", "rolled back: tests removed: 3 passing before, 2 now"]
