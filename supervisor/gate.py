@@ -16,8 +16,9 @@ affect (selection.py), failing at the first failure; then the rest of the suite,
 to stand alone. Every test runs when the seed changed (with its contract), when the selection cannot be sound,
 when the counts of the state the change started from are not known, and at least every SEED_FULL_GATE_EVERY
 landings (the cadence is the caller's: `full`). On two cores or more, a run of SEED_PARALLEL_FROM test files or
-more deals them into two pytest processes at once (each its own temp folder); only a pass there is taken: anything
-else runs them all again in one process, whose verdict counts (tests may lean on each other's state).
+more deals them into two pytest processes at once (each collects every file, as one process does, runs its share,
+in its own temp folder); only a pass there is taken: anything else runs them all again in one process, whose verdict
+counts, in the gate's whole time (tests may lean on each other's state).
 """
 import ast
 import json
@@ -141,6 +142,8 @@ sys.exit(code)
 IMPORT_FAILED = 97
 EVERY_TEST = "all test files"  # what a gate ran: these, or how many of the test files
 FACTS_BYTES = 8 << 20  # the most of the plugin's report read (about 80,000 tests)
+FACTS = {"imported": bool, "collected": list, "test": str, "when": str, "outcome": str, "finished": int}
+SHAPES = [{"imported"}, {"collected"}, {"test", "when", "outcome"}, {"finished"}]  # the facts the plugin tells
 
 
 class Failure(str, Enum):
@@ -262,9 +265,15 @@ def listen(run):
             fact = json.loads(line)
         except ValueError:
             continue
-        if isinstance(fact, dict):
+        if is_fact(fact):
             facts.append(fact)
     return facts, result
+
+
+def is_fact(fact):
+    """Whether a line read is of a shape the keeper's plugin tells (a test may write anything there)."""
+    return isinstance(fact, dict) and set(fact) in SHAPES and all(isinstance(fact[k], FACTS[k]) for k in fact) \
+        and all(isinstance(test, str) for test in fact.get("collected", ()))
 
 
 def expected_tests(files, tests):

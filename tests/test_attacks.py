@@ -523,3 +523,14 @@ def test_a_test_that_writes_a_collection_of_its_own_does_not_count_toward_the_ra
     done = run_fallback(workspace, env, "--iterations", "2", timeout=120)
     held(workspace, done, gemini, outside, 2)
     assert outcomes(workspace) == ["landed: 2 file(s) changed", "rolled back: tests removed: 3 passing before, 2 now"]
+
+
+def test_a_test_that_writes_facts_of_no_shape_the_keepers_plugin_tells_neither_crashes_the_keeper_nor_counts(
+        workspace, env, gemini, outside):
+    odd = ("import os, sys\nfor line in [b'{\"test\": \"tests/test_odd.py::test_odd\"}', b'{\"collected\": 5}', "
+           "b'{\"collected\": [[1]]}', b'[1]', b'{\"finished\": \"no\"}']:\n"  # at collection, before the plugin's own
+           "    os.write(int(sys.argv[2]), line + b'\\n')\n\n\ndef test_odd():\n    pass\n")
+    gemini.reply(api.answer([RIGHT_CALC, FAILING_TEST, ("tests/test_odd.py", odd)]))
+    done = run_fallback(workspace, env, "--iterations", "1", timeout=60)
+    held(workspace, done, gemini, outside, 1)
+    assert outcomes(workspace) == ["landed: 3 file(s) changed"]
