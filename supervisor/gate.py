@@ -44,8 +44,8 @@ def run_tests(root, tests, facts, basetemp=None, part=(0, 1)):
     class Keeper:
         @pytest.hookimpl(trylast=True)
         def pytest_collection_modifyitems(self, items):  # every file is collected, as in one process: one part runs
-            files = [item.nodeid.split("::")[0] for item in items]  # the tests of every part[1]-th file from part[0]
-            items[:] = [i for i, f in zip(items, files) if (tests.index(f) if f in tests else 0) % part[1] == part[0]]
+            owner = {rel: n % part[1] for n, rel in enumerate(tests)}  # every part[1]-th file from part[0] is its
+            items[:] = [item for item in items if owner.get(item.nodeid.split("::")[0], 0) == part[0]]
 
         @pytest.hookimpl(trylast=True)
         def pytest_collection_finish(self, session):
@@ -70,7 +70,7 @@ PART = PYTEST + """sys.path.append(sys.argv[1])
 sys.exit(run_tests(sys.argv[1], sys.argv[6:], os.fdopen(int(sys.argv[2]), "w", buffering=1), sys.argv[3],
                    (int(sys.argv[4]), int(sys.argv[5]))))
 """  # one of the parts a run's tests are dealt into: its own process, its own temp folder, its own pipe
-CHECKS = PYTEST + f"PART = {PART!r}\n" + """import importlib, subprocess, tempfile, threading, time, traceback
+CHECKS = PYTEST + f"PART = {PART!r}\n" + """import importlib, signal, subprocess, tempfile, threading, time, traceback
 root, facts, parts, seconds = sys.argv[1], os.fdopen(int(sys.argv[2]), "w", buffering=1), *map(int, sys.argv[3:5])
 modules, tests = sys.argv[5:sys.argv.index("--")], sys.argv[sys.argv.index("--") + 1:]
 def tell(**fact):
@@ -85,7 +85,8 @@ def in_parts():
         read_end, write_end = os.pipe()
         runs.append(subprocess.Popen([sys.executable, "-P", "-c", PART, root, str(write_end),
                                       os.path.join(tempfile.gettempdir(), f"part{n}"), str(n), str(parts), *tests],
-                                     pass_fds=(write_end,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                                     pass_fds=(write_end,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     process_group=0))
         os.close(write_end)
         pipes.append(os.fdopen(read_end, "rb"))
     def drain(n):
@@ -109,6 +110,11 @@ def in_parts():
         for run in runs:
             run.kill()
     codes = [run.wait() for run in runs]
+    for run in runs:  # what a part left (a server of a test killed before its teardown) is gone before one process runs
+        try:
+            os.killpg(run.pid, signal.SIGKILL)
+        except OSError:
+            pass
     read_by = time.monotonic() + 5  # a process a part left may hold its pipe open: what the part wrote is read by then
     for reader in readers:
         reader.join(max(0, read_by - time.monotonic()))

@@ -479,7 +479,7 @@ def test_a_tmux_server_of_the_persons_is_out_of_the_runs_reach(keyed, env, gemin
 def test_a_test_that_leaves_a_process_holding_its_parts_pipe_neither_hangs_the_gate_nor_fails_it(keyed, env, gemini,
                                                                                                   outside):
     lingers = ("tests/test_lingers.py", "import os\n\n\ndef test_background():\n"  # os.system keeps every fd open
-                                        "    assert os.system('sleep 90 &') == 0\n")
+                                        "    assert os.system('setsid sleep 90 &') == 0\n")  # out of its part's group
     gemini.reply(api.answer([RIGHT_CALC, FAILING_TEST, lingers]))
     env["SEED_PARALLEL_FROM"] = "2"  # the sleep holds its part's pipe: its reader may not wait for it to close
     done = run_fallback(keyed, env, "--iterations", "1", timeout=60)
@@ -534,3 +534,25 @@ def test_a_test_that_writes_facts_of_no_shape_the_keepers_plugin_tells_neither_c
     done = run_fallback(workspace, env, "--iterations", "1", timeout=60)
     held(workspace, done, gemini, outside, 1)
     assert outcomes(workspace) == ["landed: 3 file(s) changed"]
+
+
+SERVES = ("tests/test_serves.py", "import socket, subprocess, sys, time\n\nimport pytest\n\n\n@pytest.fixture\n"
+          "def server():\n    run = subprocess.Popen([sys.executable, '-m', 'http.server', '47123', '--bind', "
+          "'127.0.0.1'], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n    for _ in range(100):\n"
+          "        try:\n            socket.create_connection(('127.0.0.1', 47123), 0.1).close()\n            break\n"
+          "        except OSError:\n            time.sleep(0.05)\n    yield run\n    run.terminate()\n    run.wait()\n\n\n"
+          "def test_serves(server):\n    time.sleep(3)\n    assert server.poll() is None\n")  # stopped at its end
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the tests run in parts on two cores or more")
+def test_what_a_part_stopped_at_the_others_failure_left_running_is_not_in_the_way_of_the_run_in_one_process(
+        keyed, env, gemini, outside):
+    ordered = [("registry.py", "ITEMS = []\n"),  # test_b passes after test_a in one process, never in a part alone
+               ("tests/test_a.py", "import registry\n\n\ndef test_fill():\n    registry.ITEMS.append(1)\n"),
+               ("tests/test_b.py", "import time\n\nimport registry\n\n\ndef test_filled():\n    time.sleep(1)\n"
+                                   "    assert registry.ITEMS == [1]\n")]
+    gemini.reply(api.answer([*ordered, SERVES]))  # the part of test_a and test_serves is killed during test_serves
+    env["SEED_PARALLEL_FROM"] = "2"
+    done = run_fallback(keyed, env, "--iterations", "1", timeout=60)
+    held(keyed, done, gemini, outside, 1)
+    assert outcomes(keyed) == ["landed: 4 file(s) changed"]
