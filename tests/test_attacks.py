@@ -541,7 +541,8 @@ SERVES = ("tests/test_serves.py", "import socket, subprocess, sys, time\n\nimpor
           "'127.0.0.1'], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n    for _ in range(100):\n"
           "        try:\n            socket.create_connection(('127.0.0.1', 47123), 0.1).close()\n            break\n"
           "        except OSError:\n            time.sleep(0.05)\n    yield run\n    run.terminate()\n"
-          "    run.wait()\n\n\ndef test_serves(server):\n    time.sleep(3)\n    assert server.poll() is None\n")  # stopped at its end
+          "    run.wait()\n\n\ndef test_serves(server):\n    time.sleep(3)\n"  # its server stopped at its end
+          "    assert server.poll() is None\n")
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the tests run in parts on two cores or more")
