@@ -115,7 +115,7 @@ def in_parts():
             os.killpg(run.pid, signal.SIGKILL)
         except OSError:
             pass
-    read_by = time.monotonic() + 5  # a process a part left may hold its pipe open: what the part wrote is read by then
+    read_by = time.monotonic() + 2  # a process a part left may hold its pipe open: what the part wrote is read by then
     for reader in readers:
         reader.join(max(0, read_by - time.monotonic()))
     facts_of = [[fact for fact in list(part) if isinstance(fact, dict)] for part in told]
