@@ -16,8 +16,9 @@ affect (selection.py), failing at the first failure; then the rest of the suite,
 to stand alone. Every test runs when the seed changed (with its contract), when the selection cannot be sound,
 when the counts of the state the change started from are not known, and at least every SEED_FULL_GATE_EVERY
 landings (the cadence is the caller's: `full`). On two cores or more, a run of SEED_PARALLEL_FROM test files or
-more deals them into two pytest processes at once (each its own temp folder); only a pass there is taken: anything
-else runs them all again in one process, whose verdict counts (tests may lean on each other's state).
+more deals them into two pytest processes at once (each collects every file, as one process does, runs its share,
+in its own temp folder); only a pass there is taken: anything else runs them all again in one process, whose verdict
+counts, in the gate's whole time (tests may lean on each other's state).
 """
 import ast
 import json
@@ -35,12 +36,17 @@ from .terrarium import clean_env, judged_copy, policy, run_bounded
 
 PYTEST = """import json, os, sys
 import pytest
-def run_tests(root, tests, facts, basetemp=None):
+def run_tests(root, tests, facts, basetemp=None, part=(0, 1)):
     def tell(**fact):
         facts.write(json.dumps(fact) + "\\n")
         facts.flush()
 
     class Keeper:
+        @pytest.hookimpl(trylast=True)
+        def pytest_collection_modifyitems(self, items):  # every file is collected, as in one process: one part runs
+            owner = {rel: n % part[1] for n, rel in enumerate(tests)}  # every part[1]-th file from part[0] is its
+            items[:] = [item for item in items if owner.get(item.nodeid.split("::")[0], 0) == part[0]]
+
         @pytest.hookimpl(trylast=True)
         def pytest_collection_finish(self, session):
             tell(collected=[item.nodeid for item in session.items])
@@ -61,9 +67,10 @@ def run_tests(root, tests, facts, basetemp=None):
                         *(["--basetemp", basetemp] if basetemp else []), *tests], plugins=[Keeper()])
 """  # pytest under the keeper's configuration, each outcome written to `facts` as it happens
 PART = PYTEST + """sys.path.append(sys.argv[1])
-sys.exit(run_tests(sys.argv[1], sys.argv[4:], os.fdopen(int(sys.argv[2]), "w", buffering=1), sys.argv[3]))
+sys.exit(run_tests(sys.argv[1], sys.argv[6:], os.fdopen(int(sys.argv[2]), "w", buffering=1), sys.argv[3],
+                   (int(sys.argv[4]), int(sys.argv[5]))))
 """  # one of the parts a run's tests are dealt into: its own process, its own temp folder, its own pipe
-CHECKS = PYTEST + f"PART = {PART!r}\n" + """import importlib, subprocess, tempfile, threading, time, traceback
+CHECKS = PYTEST + f"PART = {PART!r}\n" + """import importlib, signal, subprocess, tempfile, threading, time, traceback
 root, facts, parts, seconds = sys.argv[1], os.fdopen(int(sys.argv[2]), "w", buffering=1), *map(int, sys.argv[3:5])
 modules, tests = sys.argv[5:sys.argv.index("--")], sys.argv[sys.argv.index("--") + 1:]
 def tell(**fact):
@@ -77,8 +84,9 @@ def in_parts():
     for n in range(parts):
         read_end, write_end = os.pipe()
         runs.append(subprocess.Popen([sys.executable, "-P", "-c", PART, root, str(write_end),
-                                      os.path.join(tempfile.gettempdir(), f"part{n}"), *tests[n::parts]],
-                                     pass_fds=(write_end,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                                      os.path.join(tempfile.gettempdir(), f"part{n}"), str(n), str(parts), *tests],
+                                     pass_fds=(write_end,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     process_group=0))
         os.close(write_end)
         pipes.append(os.fdopen(read_end, "rb"))
     def drain(n):
@@ -91,7 +99,7 @@ def in_parts():
             if isinstance(fact, dict) and fact.get("outcome") == "failed":
                 for run in runs:  # fail fast: the other parts are stopped
                     run.kill()
-    readers = [threading.Thread(target=drain, args=(n,)) for n in range(parts)]
+    readers = [threading.Thread(target=drain, args=(n,), daemon=True) for n in range(parts)]
     for reader in readers:
         reader.start()
     deadline = time.monotonic() + seconds
@@ -102,14 +110,21 @@ def in_parts():
         for run in runs:
             run.kill()
     codes = [run.wait() for run in runs]
+    for run in runs:  # what a part left (a server of a test killed before its teardown) is gone before one process runs
+        try:
+            os.killpg(run.pid, signal.SIGKILL)
+        except OSError:
+            pass
+    read_by = time.monotonic() + 2  # a process a part left may hold its pipe open: what the part wrote is read by then
     for reader in readers:
-        reader.join()
-    facts_of = [[fact for fact in part if isinstance(fact, dict)] for part in told]
+        reader.join(max(0, read_by - time.monotonic()))
+    facts_of = [[fact for fact in list(part) if isinstance(fact, dict)] for part in told]
     whole = all(code in (0, 5) and any("collected" in f for f in part) and any("finished" in f for f in part)
                 and not any(f.get("outcome") == "failed" for f in part) for code, part in zip(codes, facts_of))
     if not whole:
         return False
-    tell(collected=[test for part in facts_of for f in part if "collected" in f for test in f["collected"]])
+    # each part's first collection, as one process's verdict takes it: a later one can only be a test's
+    tell(collected=[test for part in facts_of for test in next(f["collected"] for f in part if "collected" in f)])
     for fact in (f for part in facts_of for f in part if "test" in f):
         tell(**fact)
     tell(finished=min(codes))
@@ -133,6 +148,8 @@ sys.exit(code)
 IMPORT_FAILED = 97
 EVERY_TEST = "all test files"  # what a gate ran: these, or how many of the test files
 FACTS_BYTES = 8 << 20  # the most of the plugin's report read (about 80,000 tests)
+FACTS = {"imported": bool, "collected": list, "test": str, "when": str, "outcome": str, "finished": int}
+SHAPES = [{"imported"}, {"collected"}, {"test", "when", "outcome"}, {"finished"}]  # the facts the plugin tells
 
 
 class Failure(str, Enum):
@@ -194,7 +211,8 @@ def run_checks(files, contract, changes=None):
         [sys.executable, "-P", "-c", CHECKS, str(JUDGED), str(fd), str(parts), str(GATE_TIMEOUT // 2), *modules, "--",
          *tests],
         clean_env(GEMINI_API_BASE="http://127.0.0.1:9", PYTEST_DISABLE_PLUGIN_AUTOLOAD="1"),
-        GATE_TIMEOUT, policy(own_servers=True, judged=JUDGED), cwd=JUDGED, pass_fds=(fd,)))
+        GATE_TIMEOUT + GATE_TIMEOUT // 2 * (parts > 1), policy(own_servers=True, judged=JUDGED), cwd=JUDGED,
+        pass_fds=(fd,)))  # the one process that judges what did not pass in parts has the gate's whole time
     which = EVERY_TEST if len(tests) == len(every) + len(contract) else \
         f"{len(tests)} of {len(every)} test files, those this change can affect"
     if not any("imported" in fact for fact in facts):
@@ -253,9 +271,15 @@ def listen(run):
             fact = json.loads(line)
         except ValueError:
             continue
-        if isinstance(fact, dict):
+        if is_fact(fact):
             facts.append(fact)
     return facts, result
+
+
+def is_fact(fact):
+    """Whether a line read is of a shape the keeper's plugin tells (a test may write anything there)."""
+    return isinstance(fact, dict) and set(fact) in SHAPES and all(isinstance(fact[k], FACTS[k]) for k in fact) \
+        and all(isinstance(test, str) for test in fact.get("collected", ()))
 
 
 def expected_tests(files, tests):

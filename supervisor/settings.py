@@ -107,7 +107,7 @@ GATE_TESTS_LEFT_OUT = set(KEEPER_TESTS) - {CONTRACT}  # the keeper's own tests a
 FULL_GATE_EVERY = number("SEED_FULL_GATE_EVERY", 10, 1)  # landings on a selection of the tests before all run again
 PARALLEL_FROM = number("SEED_PARALLEL_FROM", 40, 1)  # test files from which a gate runs them in two processes
 # at once, on two cores or more (a failure there is confirmed by running them all in one)
-GATE_TIMEOUT = number("SEED_GATE_SECONDS", 300, 5)  # seconds the gate's child may take (imports, then pytest)
+GATE_TIMEOUT = number("SEED_GATE_SECONDS", 300, 2)  # seconds the gate's tests may take in one process
 LIMITS = {              # on the seed and the gate's children; a run that hits one fails like a crash
     "RLIMIT_AS": number("SEED_MEMORY_MB", 4096, 1) << 20,    # memory (address space)
     "RLIMIT_CPU": number("SEED_CPU_SECONDS", 600, 1),         # CPU seconds

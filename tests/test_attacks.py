@@ -473,3 +473,87 @@ def test_a_tmux_server_of_the_persons_is_out_of_the_runs_reach(keyed, env, gemin
         subprocess.run(["tmux", "-L", server, "kill-server"], capture_output=True)
         if made:
             shutil.rmtree(sockets, ignore_errors=True)
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the tests run in parts on two cores or more")
+def test_a_test_that_leaves_a_process_holding_its_parts_pipe_neither_hangs_the_gate_nor_fails_it(keyed, env, gemini,
+                                                                                                  outside):
+    lingers = ("tests/test_lingers.py", "import os\n\n\ndef test_background():\n"  # os.system keeps every fd open
+                                        "    assert os.system('setsid sleep 90 &') == 0\n")  # out of its part's group
+    gemini.reply(api.answer([RIGHT_CALC, FAILING_TEST, lingers]))
+    env["SEED_PARALLEL_FROM"] = "2"  # the sleep holds its part's pipe: its reader may not wait for it to close
+    done = run_fallback(keyed, env, "--iterations", "1", timeout=60)
+    held(keyed, done, gemini, outside, 1)
+    assert outcomes(keyed) == ["landed: 3 file(s) changed"]
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the tests run in parts on two cores or more")
+def test_test_files_that_cannot_be_collected_together_fail_the_gate_when_the_tests_run_in_parts(keyed, env, gemini,
+                                                                                                 outside):
+    twins = [(f"tests/{folder}/test_util.py", f"def test_{folder}():\n    assert '{folder}'\n") for folder in "ab"]
+    gemini.reply(api.answer([RIGHT_CALC, FAILING_TEST, *twins]))  # one module name for two files: in one process,
+    env["SEED_PARALLEL_FROM"] = "2"  # pytest cannot import the second ('import file mismatch'); dealt apart, both can
+    done = run_fallback(keyed, env, "--iterations", "1", timeout=60)
+    held(keyed, done, gemini, outside, 1)
+    assert outcomes(keyed) == ["rolled back: tests failed"] and not (keyed / "tests" / "a").exists()
+    assert "import file mismatch" in (keyed / "pending_tasks.md").read_text()
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the tests run in parts on two cores or more")
+def test_a_suite_that_passes_within_the_gates_time_in_one_process_lands_when_one_part_runs_over_half(keyed, env,
+                                                                                                     gemini, outside):
+    slow = ("tests/test_slow.py", "import time\n\n\ndef test_slow():\n    time.sleep(3)\n")
+    gemini.reply(api.answer([RIGHT_CALC, FAILING_TEST, slow]))  # 3 s in one process, within the gate's 5
+    env.update(SEED_PARALLEL_FROM="2", SEED_GATE_SECONDS="5")  # its part runs over 2 s: the verdict is one process's
+    done = run_fallback(keyed, env, "--iterations", "1", timeout=60)
+    held(keyed, done, gemini, outside, 1)
+    assert outcomes(keyed) == ["landed: 3 file(s) changed"]
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the tests run in parts on two cores or more")
+def test_a_test_that_writes_a_collection_of_its_own_does_not_count_toward_the_ratchet_when_the_tests_run_in_parts(
+        workspace, env, gemini, outside):
+    two = "def test_one():\n    pass\n\n\ndef test_two():\n    pass\n"
+    ghost = ("import json, os, sys\n\n\ndef test_one():\n    for fact in [{'collected': ['tests/test_two.py::ghost']}, "
+             "{'test': 'tests/test_two.py::ghost', 'when': 'call', 'outcome': 'passed'}]:\n"
+             "        os.write(int(sys.argv[2]), (json.dumps(fact) + '\\n').encode())\n")  # its part's pipe
+    gemini.reply(api.answer([("tests/test_two.py", two), ("tests/test_other.py", "def test_other():\n    pass\n")]))
+    gemini.reply(api.answer([("tests/test_two.py", ghost), ("notes.txt", "every test runs\n")]))
+    env["SEED_PARALLEL_FROM"] = "2"
+    done = run_fallback(workspace, env, "--iterations", "2", timeout=120)
+    held(workspace, done, gemini, outside, 2)
+    assert outcomes(workspace) == ["landed: 2 file(s) changed", "rolled back: tests removed: 3 passing before, 2 now"]
+
+
+def test_a_test_that_writes_facts_of_no_shape_the_keepers_plugin_tells_neither_crashes_the_keeper_nor_counts(
+        workspace, env, gemini, outside):
+    odd = ("import os, sys\nfor line in [b'{\"test\": \"tests/test_odd.py::test_odd\"}', b'{\"collected\": 5}', "
+           "b'{\"collected\": [[1]]}', b'[1]', b'{\"finished\": \"no\"}']:\n"  # at collection, before the plugin's own
+           "    os.write(int(sys.argv[2]), line + b'\\n')\n\n\ndef test_odd():\n    pass\n")
+    gemini.reply(api.answer([RIGHT_CALC, FAILING_TEST, ("tests/test_odd.py", odd)]))
+    done = run_fallback(workspace, env, "--iterations", "1", timeout=60)
+    held(workspace, done, gemini, outside, 1)
+    assert outcomes(workspace) == ["landed: 3 file(s) changed"]
+
+
+SERVES = ("tests/test_serves.py", "import socket, subprocess, sys, time\n\nimport pytest\n\n\n@pytest.fixture\n"
+          "def server():\n    run = subprocess.Popen([sys.executable, '-m', 'http.server', '47123', '--bind', "
+          "'127.0.0.1'], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n    for _ in range(100):\n"
+          "        try:\n            socket.create_connection(('127.0.0.1', 47123), 0.1).close()\n            break\n"
+          "        except OSError:\n            time.sleep(0.05)\n    yield run\n    run.terminate()\n"
+          "    run.wait()\n\n\ndef test_serves(server):\n    time.sleep(3)\n"  # its server stopped at its end
+          "    assert server.poll() is None\n")
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the tests run in parts on two cores or more")
+def test_what_a_part_stopped_at_the_others_failure_left_running_is_not_in_the_way_of_the_run_in_one_process(
+        keyed, env, gemini, outside):
+    ordered = [("registry.py", "ITEMS = []\n"),  # test_b passes after test_a in one process, never in a part alone
+               ("tests/test_a.py", "import registry\n\n\ndef test_fill():\n    registry.ITEMS.append(1)\n"),
+               ("tests/test_b.py", "import time\n\nimport registry\n\n\ndef test_filled():\n    time.sleep(1)\n"
+                                   "    assert registry.ITEMS == [1]\n")]
+    gemini.reply(api.answer([*ordered, SERVES]))  # the part of test_a and test_serves is killed during test_serves
+    env["SEED_PARALLEL_FROM"] = "2"
+    done = run_fallback(keyed, env, "--iterations", "1", timeout=60)
+    held(keyed, done, gemini, outside, 1)
+    assert outcomes(keyed) == ["landed: 4 file(s) changed"]
