@@ -16,9 +16,10 @@ affect (selection.py), failing at the first failure; then the rest of the suite,
 to stand alone. Every test runs when the seed changed (with its contract), when the selection cannot be sound,
 when the counts of the state the change started from are not known, and at least every SEED_FULL_GATE_EVERY
 landings (the cadence is the caller's: `full`). On two cores or more, a run of SEED_PARALLEL_FROM test files or
-more deals them into two pytest processes at once (each collects every file, as one process does, runs its share,
-in its own temp folder); only a pass there is taken: anything else runs them all again in one process, whose verdict
-counts, in the gate's whole time (tests may lean on each other's state).
+more, where no two test files share a name, deals them into two pytest processes at once (each its own temp folder);
+only a pass there is taken: anything else runs them all again in one process, whose verdict counts, in the gate's
+whole time. Tests may lean on each other's state, so the cadence's run is always in one process: a break that parts
+or a selection hid is found within SEED_FULL_GATE_EVERY landings.
 """
 import ast
 import json
@@ -36,17 +37,12 @@ from .terrarium import clean_env, judged_copy, policy, run_bounded
 
 PYTEST = """import json, os, sys
 import pytest
-def run_tests(root, tests, facts, basetemp=None, part=(0, 1)):
+def run_tests(root, tests, facts, basetemp=None):
     def tell(**fact):
         facts.write(json.dumps(fact) + "\\n")
         facts.flush()
 
     class Keeper:
-        @pytest.hookimpl(trylast=True)
-        def pytest_collection_modifyitems(self, items):  # every file is collected, as in one process: one part runs
-            owner = {rel: n % part[1] for n, rel in enumerate(tests)}  # every part[1]-th file from part[0] is its
-            items[:] = [item for item in items if owner.get(item.nodeid.split("::")[0], 0) == part[0]]
-
         @pytest.hookimpl(trylast=True)
         def pytest_collection_finish(self, session):
             tell(collected=[item.nodeid for item in session.items])
@@ -67,8 +63,7 @@ def run_tests(root, tests, facts, basetemp=None, part=(0, 1)):
                         *(["--basetemp", basetemp] if basetemp else []), *tests], plugins=[Keeper()])
 """  # pytest under the keeper's configuration, each outcome written to `facts` as it happens
 PART = PYTEST + """sys.path.append(sys.argv[1])
-sys.exit(run_tests(sys.argv[1], sys.argv[6:], os.fdopen(int(sys.argv[2]), "w", buffering=1), sys.argv[3],
-                   (int(sys.argv[4]), int(sys.argv[5]))))
+sys.exit(run_tests(sys.argv[1], sys.argv[4:], os.fdopen(int(sys.argv[2]), "w", buffering=1), sys.argv[3]))
 """  # one of the parts a run's tests are dealt into: its own process, its own temp folder, its own pipe
 CHECKS = PYTEST + f"PART = {PART!r}\n" + """import importlib, signal, subprocess, tempfile, threading, time, traceback
 root, facts, parts, seconds = sys.argv[1], os.fdopen(int(sys.argv[2]), "w", buffering=1), *map(int, sys.argv[3:5])
@@ -84,7 +79,7 @@ def in_parts():
     for n in range(parts):
         read_end, write_end = os.pipe()
         runs.append(subprocess.Popen([sys.executable, "-P", "-c", PART, root, str(write_end),
-                                      os.path.join(tempfile.gettempdir(), f"part{n}"), str(n), str(parts), *tests],
+                                      os.path.join(tempfile.gettempdir(), f"part{n}"), *tests[n::parts]],
                                      pass_fds=(write_end,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                      process_group=0))
         os.close(write_end)
@@ -175,7 +170,7 @@ def gate(changes, files, before=None, full=False):
     if any(broken):
         return (Failure.COMPILE.value, "\n".join(b for b in broken if b)), None, None
     selected = None if full or before is None else changes
-    failure, ran, which = run_checks(files, touches_seed(changes, files), selected)
+    failure, ran, which = run_checks(files, touches_seed(changes, files), selected, split=before is None or not full)
     if ran is None:
         return failure, before, which
     passing = {**{test: count for test, count in (before or {}).items() if test in files}, **ran}
@@ -191,12 +186,13 @@ def touches_seed(changes, files):
     return bool({rel for rel, *_ in changes} & seed_and_its_modules(files))
 
 
-def run_checks(files, contract, changes=None):
+def run_checks(files, contract, changes=None, split=False):
     """(None when the candidate's top-level modules import and pytest passes over tests/ (with the seed's
     contract if asked), else (what failed, its output); {test file: how many of its tests passed}; which ran:
     EVERY_TEST, or how many of the test files). With `changes`, the tests they can affect run first, and alone
-    when that selection is sound and the seed's contract is not asked. The code runs in a child of the
-    terrarium, in the judged copy it may not write, with no key and no way to the API."""
+    when that selection is sound and the seed's contract is not asked. With `split`, a run of SEED_PARALLEL_FROM
+    test files or more goes in two parts at once where that is sound. The code runs in a child of the terrarium,
+    in the judged copy it may not write, with no key and no way to the API."""
     judged_copy(files, with_contract=contract)
     modules = [rel[:-3] for rel in files if rel.endswith(".py") and "/" not in rel and rel[:-3].isidentifier()]
     modules += [rel.split("/")[0] for rel in files if re.fullmatch(r"[A-Za-z_]\w*/__init__\.py", rel)]
@@ -206,7 +202,7 @@ def run_checks(files, contract, changes=None):
     tests = first if sound else [*first, *contract, *(rel for rel in every if rel not in first)]
     show_phase(f"checking: {len(modules)} module(s) import, pytest over {len(tests)} of {len(every) + len(contract)} "
                "test file(s)")
-    parts = 2 if len(tests) >= PARALLEL_FROM and cores() >= 2 else 1
+    parts = 2 if split and len(tests) >= PARALLEL_FROM and cores() >= 2 and apart(files) else 1
     facts, (code, output) = listen(lambda fd: run_bounded(
         [sys.executable, "-P", "-c", CHECKS, str(JUDGED), str(fd), str(parts), str(GATE_TIMEOUT // 2), *modules, "--",
          *tests],
@@ -218,6 +214,15 @@ def run_checks(files, contract, changes=None):
     if not any("imported" in fact for fact in facts):
         return (Failure.IMPORT_TIMEOUT.value if code is None else Failure.IMPORT.value, output), None, which
     return (*verdict(facts, code, output, tests, expected_tests(files, tests)), which)
+
+
+def apart(files):
+    """Whether pytest collects the tests in parts as it does in one process: no two .py files under tests/ (but
+    packages' __init__.py) of one name. Importing by name, one process refuses the second ('import file mismatch');
+    in parts, each could be alone."""
+    names = [rel.rsplit("/", 1)[-1] for rel in files if rel.startswith("tests/") and rel.endswith(".py")]
+    names = [name for name in names if name != "__init__.py"]
+    return len(names) == len(set(names))
 
 
 def cores():

@@ -104,3 +104,18 @@ def test_parts_that_hang_only_beside_each_other_are_judged_again_in_one_process_
     assert done.returncode == 0, done.stderr
     assert outcomes(workspace) == ["landed: 2 file(s) changed"]
     assert lines_about_tests(workspace) == ["2 of the model's pass; the gate ran all test files"]
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the tests run in parts on two cores or more")
+def test_a_break_the_parts_hid_is_found_by_the_cadences_run_in_one_process(workspace, env, gemini):
+    dirty = "import registry\n\n\ndef test_fill():\n    registry.ITEMS.append(1)\n"
+    clean = "import registry\n\n\ndef test_empty():\n    assert registry.ITEMS == []\n"  # only alone, or first
+    gemini.reply(api.answer([("registry.py", "ITEMS = []\n"), ("tests/test_a.py", dirty), ("tests/test_b.py", clean)]))
+    gemini.reply(api.answer([("c.py", "C = 1\n")]))  # no test can see it: it lands on a selection of none
+    gemini.reply(api.answer([("d.py", "D = 1\n")]))  # then the cadence's run, in one process
+    env.update(SEED_PARALLEL_FROM="2", SEED_FULL_GATE_EVERY="1")
+    done = run_fallback(workspace, env, "--iterations", "3", timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert outcomes(workspace) == ["landed: 3 file(s) changed", "landed: 1 file(s) changed",
+                                   "rolled back: tests failed"]  # the first passed in parts
+    assert "assert [1] == []" in (workspace / "pending_tasks.md").read_text()
