@@ -116,8 +116,8 @@ def status_ms(root):
 
 
 def gate_figures(base, tests):
-    """(the cascade's median ms, the whole suite's, the whole suite's in one process) for a three-file change to a
-    codebase of `tests` tests."""
+    """(the cascade's median ms, the whole suite's in two parts where it has SEED_PARALLEL_FROM test files, the
+    whole suite's in one process, as the cadence runs it) for a three-file change to a codebase of `tests` tests."""
     root = base / f"gate-{tests}" / "workspace"
     overhead.make_workspace(root, FILES, keeper=True)
     for j in range(-(-tests // TESTS_PER_FILE)):
@@ -140,10 +140,8 @@ def gate_figures(base, tests):
             changed[f"pkg{n % 20}/mod{n}.py"] = k.snapshots.store_object(overhead.code(n, 0).encode() + b"# again\n")
         changes = [(f"pkg{n % 20}/mod{n}.py", "changed", 1, 0) for n in picks]
         cascade.append(overhead.timed(k.gate.gate, changes, changed, before, False)[1])
-        whole.append(overhead.timed(k.gate.gate, changes, changed, before, True)[1])
-        k.gate.PARALLEL_FROM, parallel_from = 10 ** 9, k.gate.PARALLEL_FROM  # the whole suite in one process
-        one.append(overhead.timed(k.gate.gate, changes, changed, before, True)[1])
-        k.gate.PARALLEL_FROM = parallel_from
+        one.append(overhead.timed(k.gate.gate, changes, changed, before, True)[1])  # the cadence's: one process
+        whole.append(overhead.timed(k.gate.gate, changes, changed, None, True)[1])  # counts unknown: in parts
     return statistics.median(cascade), statistics.median(whole), statistics.median(one)
 
 
@@ -190,11 +188,11 @@ def main(argv=None):
     if figures:
         targets = workspace_figures(figures)
     for tests in args.gate_tests:
-        cascade, whole, one = gate_figures(base, tests)
-        print(f"  gate, a three-file change at {tests:>5,} tests: cascade {cascade:6.0f} ms, whole suite {whole:6.0f} ms"
-              f" ({cascade / whole:.2f}x); the whole suite in one process {one:6.0f} ms")
+        cascade, parts, one = gate_figures(base, tests)
+        print(f"  gate, a three-file change at {tests:>5,} tests: cascade {cascade:6.0f} ms, whole suite {one:6.0f} ms"
+              f" ({cascade / one:.2f}x); the whole suite in two parts {parts:6.0f} ms")
         if tests == 4_482:
-            targets.append(("the cascade at 4,482 tests at most a third of the whole", cascade <= whole / 3))
+            targets.append(("the cascade at 4,482 tests at most a third of the whole", cascade <= one / 3))
     for what, met in targets:
         print(f"  target: {what}: {'met' if met else 'MISSED'}")
         missed += [] if met else [what]
