@@ -4,6 +4,7 @@ import importlib
 import importlib.util
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import uuid
@@ -14,6 +15,9 @@ import pytest
 from fake_gemini import FakeGemini
 
 REPO = Path(__file__).resolve().parent.parent
+# Started as a background job of a script (`bash .ci/run &`), this process would ignore SIGINT, and so would every
+# supervisor a test starts (an ignored signal stays ignored across exec): the tests of Ctrl+C could not stop them.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 KEY = "AIzaSyTEST" + uuid.uuid4().hex[:29]  # made per session, so no file holds it unless it leaked
 TEST_MODELS = ["gemini-3.5-flash", "gemini-2.5-flash-lite", "gemma-refuses-json"]  # unpaced, no daily limit
 PRODUCT_FILES = ["fallback.py", ".env.example", "tests/conftest.py", "tests/fake_gemini.py",
