@@ -99,7 +99,7 @@ def test_parts_that_hang_only_beside_each_other_are_judged_again_in_one_process_
     waits = "import time\n\n\ndef test_waits(request):\n    if request.config.option.basetemp:  # in a part only\n" \
             "        time.sleep(120)\n"
     gemini.reply(api.answer([("tests/test_a.py", waits), ("tests/test_b.py", "def test_b():\n    pass\n")]))
-    env.update(SEED_PARALLEL_FROM="2", SEED_GATE_SECONDS="8")  # the parts have 4 s, then one process has the rest
+    env.update(SEED_PARALLEL_FROM="2", SEED_GATE_SECONDS="4")  # the parts have 2 s, then one process has 4
     done = run_fallback(workspace, env, "--iterations", "1", timeout=60)
     assert done.returncode == 0, done.stderr
     assert outcomes(workspace) == ["landed: 2 file(s) changed"]

@@ -779,6 +779,8 @@ def test_thousands_of_files_land_and_the_log_stays_short(workspace, env, gemini)
         ["genesis", "landed"]
 
 
+@pytest.mark.skipif(not os.environ.get("SEED_SOAK_TESTS"), reason="a soak (16 s): SEED_SOAK_TESTS=1 runs it, "
+                    "as python bench/soak.py runs longer ones")
 def test_a_short_seeded_soak_runs_clean():
     """The soak of bench/soak.py, short: every fault class may come up; every invariant must hold."""
     done = subprocess.run([sys.executable, str(REPO / "bench" / "soak.py"), "--steps", "12", "--seed", "2"],
