@@ -408,8 +408,9 @@ def supervise(args, index, gateway):
                 result = {"outcome": f"waiting: cannot write ({error.strerror or error})", "changes": [],
                           "reason": f"{error}: {what_to_free(error)}", "wait_until": datetime.now(timezone.utc)
                           + timedelta(seconds=60)}
-            except KeyboardInterrupt:
-                stopped = {"outcome": f"stopped: interrupted ({STOPPED_BY[0]})", "changes": [],
+            except KeyboardInterrupt as stop:
+                by = "SIGTERM" if isinstance(stop, Terminated) else "Ctrl+C"
+                stopped = {"outcome": f"stopped: interrupted ({by})", "changes": [],
                            "record": session.get("interrupted")}
                 if not SETTLING.exists():  # else a landing was under way: the next start finishes it, and its row
                     row = book.row_of(index["iteration"], stopped, time.monotonic() - began, started)
@@ -745,12 +746,12 @@ def keep_by_hand(index, wanted):
     return 0
 
 
-STOPPED_BY = ["Ctrl+C"]  # what stopped the loop, as its last row says
+class Terminated(KeyboardInterrupt):
+    """A SIGTERM: it stops the loop as Ctrl+C does, and the last row says which it was."""
 
 
 def stop_on_sigterm(signum, frame):
-    STOPPED_BY[0] = "SIGTERM"
-    raise KeyboardInterrupt
+    raise Terminated
 
 
 def open_gateway():

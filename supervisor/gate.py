@@ -137,7 +137,8 @@ if tests and parts > 1 and in_parts():
     sys.exit(0)
 code = run_tests(root, tests, facts) if tests else 0
 if tests and parts > 1:
-    print(f"(the tests ran first in {parts} parts at once, and one did not pass: the verdict is this run's, in one process)")
+    print(f"(the tests ran first in {parts} parts at once, and one did not pass: the verdict is this run's, "
+          "in one process)")
 sys.exit(code)
 """  # one child: the modules import, then pytest runs over the tests (one interpreter start-up, not two)
 IMPORT_FAILED = 97

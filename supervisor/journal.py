@@ -174,9 +174,15 @@ def set_aside_log():
                      f"and up to {LOGS_KEPT - 1} before it); any iteration in full: python fallback.py --show N\n")
     os.replace(LOG, LOGS_ASIDE / name)  # a kill here leaves no log: the next start puts next.md in its place
     os.replace(LOGS_ASIDE / "next.md", LOG)
-    aside = sorted((int(m[1]), path) for path in LOGS_ASIDE.iterdir() if (m := SET_ASIDE.fullmatch(path.name)))
-    for _, old in aside[:-LOGS_KEPT]:
+    for _, old in logs_set_aside(LOGS_ASIDE)[:-LOGS_KEPT]:
         old.unlink()
+
+
+def logs_set_aside(folder):
+    """[(first iteration, path)] of the logs set aside in `folder`, oldest first (none where it is no folder)."""
+    if not folder.is_dir():
+        return []
+    return sorted((int(m[1]), path) for path in folder.iterdir() if (m := SET_ASIDE.fullmatch(path.name)))
 
 
 def section_of(row):

@@ -26,7 +26,8 @@ from enum import Enum
 
 from . import tallies
 from .console import describe_changes, redact
-from .settings import KEY_SHAPES, LOG, QUOTA, ROOT, TASK_LINES, USAGE, utc_now
+from .journal import logs_set_aside
+from .settings import KEY_SHAPES, LOG, LOGS_ASIDE, QUOTA, ROOT, TASK_LINES, USAGE, utc_now
 
 NAME = "record.sqlite"
 CHAIN = 50            # prompts stored as deltas one after the other before one is stored whole again
@@ -345,7 +346,8 @@ def summary(root=ROOT, cells=2_000):
     if db is None:
         return {**tallies.EMPTY, "first": None, "last": None}
     found = tallies.strip(db, cells)
-    ends = [db.execute(f"SELECT ended FROM iterations ORDER BY number {way} LIMIT 1").fetchone() for way in ("", "DESC")]
+    ends = [db.execute(f"SELECT ended FROM iterations ORDER BY number {way} LIMIT 1").fetchone()
+            for way in ("", "DESC")]
     db.close()
     return {**found, "first": ends[0] and ends[0][0], "last": ends[1] and ends[1][0]}
 
@@ -456,8 +458,7 @@ def migrate(book, root):
     log, usage.json and quota.json kept whole."""
     log, usage, quota = root / LOG.name, root / "backups" / USAGE.name, root / "backups" / QUOTA.name
     files = {path.name: path.read_bytes() for path in (log, usage, quota) if path.exists()}
-    aside = sorted((int(m[1]), path) for path in (root / "backups" / "logs").glob("iteration_log-*.md")
-                   if (m := re.fullmatch(r"iteration_log-(\d+)-\d+\.md", path.name)))
+    aside = logs_set_aside(root / "backups" / LOGS_ASIDE.name)
     if not files and not aside:
         return
     try:

@@ -493,7 +493,8 @@ def draw_outcomes(overall):
     each = f", a cell for each {overall['width']:,}" if overall["width"] > 1 else ""
     return (f'<svg class="strip" viewBox="0 0 {width} 1" preserveAspectRatio="none" role="img">'
             + "".join(f'<path class="cell {kind}" d="{"".join(d)}"/>' for kind, d in cells.items())
-            + f'</svg><p class="key">Iterations {overall["low"]:,} to {overall["high"]:,}, oldest first{each}: {key}</p>')
+            + f'</svg><p class="key">Iterations {overall["low"]:,} to {overall["high"]:,}, oldest first{each}: '
+              f'{key}</p>')
 
 
 def running_for(overall):

@@ -107,8 +107,8 @@ def top(db):
     return [n or 0 for n in found[:len(COUNTS)]], found[-2], found[-1]
 
 
-EMPTY = {"total": 0, "kinds": {}, "low": 0, "high": 0, "start": 0, "width": 1, "strip": [], "marks": {"landed": [], "rolled back": []},
-         "scores": []}
+EMPTY = {"total": 0, "kinds": {}, "low": 0, "high": 0, "start": 0, "width": 1, "strip": [],
+         "marks": {"landed": [], "rolled back": []}, "scores": []}
 
 
 def strip(db, cells):
