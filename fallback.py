@@ -71,7 +71,7 @@ from supervisor.untrusted import Untrusted  # noqa: E402
 from supervisor.console import (redact, report, say, show_iteration, show_phase, start_status_line,  # noqa: E402
                                 summary)
 from supervisor.settings import (BACKOFF, BACKUPS, DRY_SPELL, EX_CONFIG, EX_UNAVAILABLE, FAULT_PAUSE,  # noqa: E402
-                                 FULL_GATE_EVERY, GUARDED, LOCK, LOG, NOT_CODE, PROBLEMS, PROMPT_TOKENS,
+                                 FULL_GATE_EVERY, LOCK, LOG, NOT_YOURS, PROBLEMS, PROMPT_TOKENS,
                                  REQUESTS_PER_RUN, RESTORING, SANDBOX_REQUIRED, SETTLING, STEERING, SUSPICION,
                                  UNDER_WAY, WORK,
                                  load_json, save_json, write_atomically)
@@ -79,7 +79,7 @@ from supervisor.answers import CHARS_PER_TOKEN  # noqa: E402
 from supervisor.settings import NAMED, source_of  # noqa: E402
 
 CONFINEMENT = terrarium.confinement()  # what this machine can confine the model's code with, said once and in every log
-SEED_KEEPER = " ".join(GUARDED + STEERING + sorted(f"{folder}/" for folder in NOT_CODE))  # not the seed's to write
+SEED_KEEPER = " ".join(NOT_YOURS)  # not the seed's to write, besides any name that starts with "."
 
 
 # --- one iteration ----------------------------------------------------------------------------

@@ -21,17 +21,17 @@ BUDGET = int(os.environ.get("SEED_PROMPT_TOKENS", 30_000)) * 3  # characters the
 WAIT = max(10.0, float(os.environ.get("SEED_TIMEOUT", 900)) - 10)  # seconds to wait for the answer
 RECORD = ROOT / ".seed" / "record.json"  # what this run did, read by the keeper
 MAX_TASKS, LOG_TAIL, MAX_FILE = 20, 4_000, 1_000_000  # open tasks shown; log characters shown; bytes a file
-KEEPER = os.environ.get("SEED_KEEPER", "fallback.py goal.md pending_tasks.md .env supervisor/").split()
+KEEPER = os.environ.get("SEED_KEEPER", "fallback.py supervisor/ goal.md pending_tasks.md").split()
 RULES = f"""You grow the codebase below toward the goal, one iteration at a time: plan three small tasks
 (open tasks first) and do them by writing whole files. Answer with JSON: {{"tasks": [three short tasks],
 "done": [numbers of the open tasks this answer finishes], "files": [{{"path": "relative/path", "content":
 "the complete new text"}}]}}. Never abbreviate a file ("... existing code ..."); most important first. Not
-yours to write: {" ".join(KEEPER)}. After each iteration every .py must compile, every top-level module
-import without side effects (no key, no network), and plain pytest (no ini) pass over tests/ (add
-tests/test_*.py) in a read-only copy (write in tmp_path), with no fewer passing than before; a failing
-change is rolled back and becomes a task. Name no module like the standard library or a package (json.py,
-email/): it would be shadowed. seed.py runs you: improve it if you keep its docstring's rules, and at most
-150 lines that are not blank, none over 110 characters (a longer seed is rolled back)."""
+yours to write: {" ".join(KEEPER)}, any name starting with ".". After each iteration every .py must compile,
+every top-level module import without side effects (no key, no network), and plain pytest (no ini) pass over
+tests/ (add tests/test_*.py) in a read-only copy (write in tmp_path), with no fewer passing than before; a
+failing change is rolled back and becomes a task. Name no module like the standard library or a package
+(json.py, email/): it would be shadowed. seed.py runs you: improve it if you keep its docstring's rules,
+and at most 150 lines that are not blank, none over 110 characters (a longer seed is rolled back)."""
 FILE = {"type": "OBJECT", "required": ["path", "content"], "properties": {"path": {"type": "STRING"},
                                                                          "content": {"type": "STRING"}}}
 SCHEMA = {"type": "OBJECT", "required": ["tasks", "files"], "properties": {
@@ -59,7 +59,9 @@ def open_tasks():
 
 
 def kept_by_keeper(rel):
-    return any(rel.casefold() == k.casefold() or k.endswith("/") and rel.startswith(k) for k in KEEPER)
+    folded = rel.casefold()
+    return any(part[:1] == "." for part in rel.split("/")) or any(
+        folded == k.casefold() or k.endswith("/") and folded.startswith(k.casefold()) for k in KEEPER)
 
 
 def codebase():
@@ -67,7 +69,7 @@ def codebase():
     found = []
     for folder, dirs, files in os.walk(ROOT):
         prefix = (Path(folder).relative_to(ROOT).as_posix() + "/").removeprefix("./")
-        dirs[:] = sorted(d for d in dirs if d[0] != "." and not kept_by_keeper(f"{prefix}{d}/"))
+        dirs[:] = sorted(d for d in dirs if not kept_by_keeper(f"{prefix}{d}/"))
         found += [prefix + name for name in sorted(files)
                   if not kept_by_keeper(prefix + name) and not os.path.islink(os.path.join(folder, name))]
     return found

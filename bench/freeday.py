@@ -6,7 +6,7 @@ Prints figures; asserts nothing.
     python bench/freeday.py --scale 10 --timeout 12000     # the issue's 202 requests; about 3 hours
     python bench/freeday.py --gate-runs 3                  # fewer timings of the gate
 
-A fake Gemini on loopback (tests/fake_gemini.py's server) plays the free tier of late 2026 for a Flash, a
+A fake Gemini on loopback (supervisor/tests/fake_gemini.py's server) plays the free tier of late 2026 for a Flash, a
 Flash-Lite and a Gemma 4 model as the real API enforces it: requests a day (divided by --scale, at least one);
 requests and input tokens a minute (a sliding minute of real time: minutes are not scaled; input tokens counted
 at 3 characters each, as code tokenizes); a request over the model's tokens a minute answered with the recorded
@@ -51,7 +51,7 @@ from pathlib import Path
 from string import Template
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "supervisor" / "tests"))
 import fake_gemini as api  # noqa: E402  (the tests' fake server, reused)
 
 # --- settings ---------------------------------------------------------------------------------------------
@@ -69,8 +69,8 @@ SCALE, TIMEOUT, GATE_RUNS = 500, 480, 7  # defaults of --scale, --timeout (secon
 STALL = 30                # iterations in a row that ask nothing and wait for nothing: the day is stopped
 GATE_TARGET, SHARE_TARGET, LANDED_TARGET = 1.5, 0.25, 0.95  # the issue's targets
 KEY = "AQ.Ab8RN6bench-not-a-real-key-0123456789"
-KEEPER_FILES = ["seed.py", "fallback.py", "goal.md", "pending_tasks.md", "iteration_log.md", "tests/conftest.py",
-                "tests/fake_gemini.py", *(f"supervisor/{p.name}" for p in sorted((REPO / "supervisor").glob("*.py")))]
+KEEPER_FILES = ["seed.py", "fallback.py", "goal.md", "pending_tasks.md", "iteration_log.md", "supervisor/tests/conftest.py",
+                "supervisor/tests/fake_gemini.py", *(f"supervisor/{p.name}" for p in sorted((REPO / "supervisor").glob("*.py")))]
 MINUTE, DAY_SECONDS = 60.0, 86_400
 COLUMNS = [("available", 10), ("used", 6), ("answered", 9), ("landed", 7), ("wasted", 7), ("landed/avail", 13),
            ("s/request", 10), ("x scale", 9), ("in 24 h", 9)]  # the day's table
@@ -477,7 +477,7 @@ def prompt_figures(body, seed):
 def time_gate(runs, script):
     """--gate-runs iterations in a small workspace (seed.py, notes.py, their tests and the seed's contract) whose
     answers `script` writes: the gate's seconds, each iteration's seconds, and the outcomes."""
-    root = make_workspace([("tests/test_seed.py", (REPO / "tests/test_seed.py").read_text()), *changed_notes(0)])
+    root = make_workspace([("supervisor/tests/test_seed.py", (REPO / "supervisor/tests/test_seed.py").read_text()), *changed_notes(0)])
     fake, load = FreeDay({MODELS[0]: UNLIMITED}, script), os.getloadavg()[0]
     output = run_keeper(root, keeper_env(fake, {MODELS[0]: UNLIMITED}), "--iterations", str(runs))
     fake.close()

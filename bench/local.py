@@ -6,7 +6,7 @@
 For each size, a made-up codebase in a temporary copy of the workspace: seed.py, modules of about 13 kB in a
 few packages (one per 500 files, each with its __init__.py), and a test file of nine tests for one module in
 three, in tests/<package>/; 2,000 files make about 20 MB (as in bench/overhead.py) and 4,482 tests. Its .env
-holds OPENAI_BASE_URL, pointing at the tests' fake OpenAI-compatible server (tests/test_openai_compatible.py)
+holds OPENAI_BASE_URL, pointing at the tests' fake OpenAI-compatible server (supervisor/tests/test_openai_compatible.py)
 with Ollama's side paths (/api/ps: the model runs with a context of 32,768 tokens), and OPENAI_MODEL; there is
 no GEMINI_API_KEY. The fake answers every chat request at once with a good answer, one module rewritten (its
 VERSION line) and its test, so every iteration lands and the gate runs pytest over every test file.
@@ -39,11 +39,11 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "supervisor" / "tests"))
 from test_openai_compatible import QWEN, FakeServer, ollama, ollama_answer  # noqa: E402  (the tests' fake)
 
-FILES = ["seed.py", "fallback.py", "goal.md", "pending_tasks.md", "iteration_log.md", "tests/conftest.py",
-         "tests/fake_gemini.py", "tests/test_seed.py",
+FILES = ["seed.py", "fallback.py", "goal.md", "pending_tasks.md", "iteration_log.md", "supervisor/tests/conftest.py",
+         "supervisor/tests/fake_gemini.py", "supervisor/tests/test_seed.py",
          *sorted(p.relative_to(REPO).as_posix() for p in (REPO / "supervisor").glob("*.py"))]
 PACKAGES = ["billing", "catalog", "ledger", "reports", "shipping"]  # one per 500 files, none named like the stdlib
 CONTEXT = 32_768      # tokens: the context Ollama's /api/ps says the model runs with

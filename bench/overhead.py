@@ -39,7 +39,7 @@ from types import SimpleNamespace
 
 REPO = Path(__file__).resolve().parent.parent
 FILE_BYTES = 10_000  # each file of the made-up codebase; 2,000 of them make about 20 MB
-PROVIDED_TESTS = ["tests/conftest.py", "tests/fake_gemini.py", "tests/test_seed.py"]  # the working copy holds them
+PROVIDED_TESTS = ["supervisor/tests/conftest.py", "supervisor/tests/fake_gemini.py", "supervisor/tests/test_seed.py"]  # the working copy holds them
 GATEWAY_PORT = 40_000  # any port: the seed's policy allows TCP to this one only
 LAUNCHES = 20          # runs of `python -c pass` per way of starting it (the median is shown)
 GATE_RUNS = 3          # runs of the gate's child, confined and not (the median is shown)

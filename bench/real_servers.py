@@ -42,7 +42,7 @@ MASTER_KEY = "sk-bench-" + os.urandom(6).hex()
 GOAL = "# Goal\n\nGrow a small note keeper, notes.py, with a test for each command.\n"
 ANSWER = json.dumps({"tasks": ["Add notes", "List them", "Test them"], "done": [],
                      "files": [{"path": "notes.py", "content": "NOTES = []\n\n\ndef add(text):\n    NOTES.append(text)\n"}]})
-FILES = ["seed.py", "fallback.py", ".env.example", "tests/conftest.py", "tests/fake_gemini.py", "tests/test_seed.py",
+FILES = ["seed.py", "fallback.py", ".env.example", "supervisor/tests/conftest.py", "supervisor/tests/fake_gemini.py", "supervisor/tests/test_seed.py",
          *sorted(p.relative_to(REPO).as_posix() for p in (REPO / "supervisor").glob("*.py"))]
 VENVS = {"litellm": ["litellm[proxy]", "openai", "google-genai"], "llama": ["llama-cpp-python[server]", "gguf"]}
 TINY = "tiny"  # the llama-cpp-python model's alias

@@ -10,10 +10,10 @@
    and the database's file over the requests.
 2. The time one record takes to write: the run's iterations and exchanges written again into a new database, one
    transaction each (the delta of the prompt included), the median of them.
-3. --status and report.html at --big iterations: the tests' synthetic workspace (tests/test_report.py's grow) with
+3. --status and report.html at --big iterations: the tests' synthetic workspace (supervisor/supervisor/tests/test_report.py's grow) with
    the record written as the keeper writes it; `python fallback.py --status` (a fresh process), and write_report
    cold (no cache) and warm.
-4. kill -9 at --kills random moments (tests/test_record.py's), then PRAGMA integrity_check and the record against
+4. kill -9 at --kills random moments (supervisor/tests/test_record.py's), then PRAGMA integrity_check and the record against
    the folder, and how long it all took.
 """
 import argparse
@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "supervisor" / "tests"))
 sys.path.insert(0, str(REPO / "bench"))
 import fake_gemini as api  # noqa: E402  (the tests' fake server)
 from conftest import TEST_MODELS, fresh_workspace  # noqa: E402

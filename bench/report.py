@@ -3,7 +3,7 @@
     python bench/report.py                          # about ten seconds on 2 cores
     python bench/report.py --iterations 3000 --files 600 --runs 9
 
-Builds a synthetic workspace with the tests' builder (tests/test_report.py): a codebase of --files
+Builds a synthetic workspace with the tests' builder (supervisor/tests/test_report.py): a codebase of --files
 modules and their tests, three of them growing each iteration, which lands, rolls back, waits or changes
 nothing at random; an iteration every 43 minutes (1,000 of them span 30 days of the ledger); snapshots
 pruned to genesis and the newest --keep, as the keeper keeps them. Then times write_report cold (no
@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "supervisor" / "tests"))
 from test_report import export, grow, report  # noqa: E402  (the tests' builder and their way of loading the parts)
 
 

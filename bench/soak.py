@@ -33,13 +33,13 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "supervisor" / "tests"))
 import fake_gemini as api  # noqa: E402  (the tests' fake server, reused)
 
 FILES = ["seed.py", "fallback.py", "goal.md", "pending_tasks.md", "iteration_log.md", ".env.example",
-         "tests/conftest.py", "tests/fake_gemini.py",
+         "supervisor/tests/conftest.py", "supervisor/tests/fake_gemini.py",
          *sorted(p.relative_to(REPO).as_posix() for p in (REPO / "supervisor").glob("*.py"))]
-PROTECTED = ["fallback.py", ".env", ".env.example", "tests/conftest.py", "tests/fake_gemini.py",
+PROTECTED = ["fallback.py", ".env", ".env.example", "supervisor/tests/conftest.py", "supervisor/tests/fake_gemini.py",
              "supervisor/gateway.py"]
 PERSON_TASKS = ["- [ ] keep the notes tidy", "- [ ] add a --version flag"] + \
     [f"- [ ] a person's idea number {n}" for n in range(25)]

@@ -1,7 +1,7 @@
 """demo: a few real iterations of the loop, offline, in a throwaway copy, against a scripted model.
 
 `python fallback.py --demo` copies the workspace (the codebase and the keeper, not .env), gives it the
-demo's goal, serves demo/answers.json in Gemini's shape on loopback, and runs the copy's fallback.py
+demo's goal, serves supervisor/demo.json in Gemini's shape on loopback, and runs the copy's fallback.py
 against it: no key, no network, the user's files untouched.
 """
 import json
@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from .console import say
-from .settings import DEMO, GUARDED, GATE_TESTS_LEFT_OUT, LOG, ROOT, TASKS
+from .settings import DEMO, LOG, ROOT, TASKS, TEST_SUPPORT
 from .snapshots import codebase_files
 
 
@@ -24,9 +24,8 @@ def run_demo():
     """A few real iterations against a scripted model on loopback, in a throwaway copy: no key, no network."""
     script = json.loads(DEMO.read_text())
     copy = Path(tempfile.mkdtemp(prefix="seed-demo-")) / "workspace"
-    keeper = [p.relative_to(ROOT).as_posix() for p in (ROOT / "supervisor").glob("*.py")]
-    for rel in [rel for rel, _ in codebase_files()] + keeper + [g for g in GUARDED if g != ".env"
-                                                                and g not in GATE_TESTS_LEFT_OUT]:
+    keeper = [p.relative_to(ROOT).as_posix() for p in (ROOT / "supervisor").glob("*.py")] + TEST_SUPPORT
+    for rel in [rel for rel, _ in codebase_files()] + keeper + ["fallback.py", "evaluate.py", "supervisor/demo.json"]:
         if (ROOT / rel).is_file():
             (copy / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / rel, copy / rel)

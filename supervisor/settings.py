@@ -87,23 +87,20 @@ JUDGED = ROOT / ".seed" / "judged"      # the candidate as the gate judges it: l
 LANDING = BACKUPS / "landing.json"      # exists only while a change is being copied into the folder
 SETTLING = BACKUPS / "settling.json"    # exists from a landing's start until its row is in the record
 SUSPICION = BACKUPS / "suspicion.json"  # what the loop suspects of the world, kept across restarts
-DEMO = ROOT / "demo" / "answers.json"   # the offline demo's goal and scripted answers
+DEMO = ROOT / "supervisor" / "demo.json"  # the offline demo's goal and scripted answers
 LOG = ROOT / "iteration_log.md"
 LOGS_ASIDE = BACKUPS / "logs"          # iteration_log.md set aside each time it grows past SEED_LOG_MB
 TASKS = ROOT / "pending_tasks.md"
-CONTRACT = "tests/test_seed.py"         # the seed's contract: run by the gate when the seed changed
-TEST_SUPPORT = ["tests/conftest.py", "tests/fake_gemini.py"]  # what the contract needs beside it
-KEEPER_TESTS = [CONTRACT, "tests/test_attacks.py", "tests/test_backends.py", "tests/test_cascade.py",
-                "tests/test_confinement.py", "tests/test_fallback.py", "tests/test_first_hour.py",
-                "tests/test_gateway.py", "tests/test_openai_compatible.py", "tests/test_record.py",
-                "tests/test_report.py", "tests/test_sandbox.py", "tests/test_tasks_file.py", "tests/test_terrarium.py"]  # every one tests/ ships
-GUARDED = ["fallback.py", "evaluate.py", "iteration_log.md", "report.html", ".env", ".env.example", "README.md",
-           "requirements.txt", ".gitignore", ".ci/run", *TEST_SUPPORT, *KEEPER_TESTS]  # never the codebase's
+CONTRACT = "supervisor/tests/test_seed.py"  # the seed's contract: run by the gate when the seed changed
+TEST_SUPPORT = ["supervisor/tests/conftest.py", "supervisor/tests/fake_gemini.py"]  # what the contract needs
+KEEPER = ["fallback.py", "supervisor/", "bench/", "docs/", "backups/", "README.md", "requirements.txt"]  # the keeper's
 STEERING = ["goal.md", "pending_tasks.md"]  # the user's to edit at any time: never snapshotted or restored
+PERSONS = [*STEERING, "evaluate.py", "iteration_log.md", "report.html"]  # the person's: read, never the model's
+NOT_YOURS = [*KEEPER, *PERSONS]  # what the model may not write, besides any name that starts with "."; said in a line
+GUARDED = [rel for rel in NOT_YOURS if not rel.endswith("/")]  # files that are never the codebase's, by any case
+CACHES = {"__pycache__", "node_modules", "venv"}  # folders a run or a person's tools make: not the codebase
+NOT_CODE = {rel.rstrip("/") for rel in NOT_YOURS if rel.endswith("/")} | CACHES  # folders that are not the codebase
 NAMED = {}  # a steering file named on the command line for one run (--goal FILE): {"goal.md": its path}
-NOT_CODE = {".git", "backups", ".seed", "bench", "demo", "docs", "supervisor", "__pycache__", ".pytest_cache",
-            "node_modules", ".venv", "venv"}  # folders that are not the codebase
-GATE_TESTS_LEFT_OUT = set(KEEPER_TESTS) - {CONTRACT}  # the keeper's own tests are slow and not the model's
 FULL_GATE_EVERY = number("SEED_FULL_GATE_EVERY", 10, 1)  # landings on a selection of the tests before all run again
 PARALLEL_FROM = number("SEED_PARALLEL_FROM", 40, 1)  # test files from which a gate runs them in two processes
 # at once, on two cores or more (a failure there is confirmed by running them all in one)

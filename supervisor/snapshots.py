@@ -5,7 +5,7 @@ sha256 of its content}. Listings and contents are immutable objects in backups/o
 sha256, each kept once, so a snapshot stores only the files and listings that changed. Restores copy
 objects out, so editing the codebase never changes a backup. backups/index.json lists the snapshots (id,
 time, iteration, kind, known good, digest, file count). The codebase is every file of the folder but the
-keeper's (settings.GUARDED, settings.NOT_CODE) and the user's steering files.
+keeper's and the person's (settings.NOT_YOURS) and names that start with ".".
 """
 import gzip
 import hashlib
@@ -25,11 +25,13 @@ from .settings import (BACKUPS, BACKUPS_BYTES, GUARDED, INDEX, KEEP_DAILY_DAYS, 
 
 def codebase_files(root=ROOT):
     """(path, DirEntry) of each file of the codebase in root (the folder, or the working copy): all but the
-    keeper's folders and guarded files and the user's steering files."""
+    keeper's and the person's files and folders, and any name that starts with "." (.env, .git and the like)."""
     skip, cut, folders = {p.casefold() for p in GUARDED + STEERING}, len(str(root)) + 1, [str(root)]
     while folders:
         with os.scandir(folders.pop()) as entries:
             for entry in entries:
+                if entry.name.startswith("."):
+                    continue
                 if entry.is_dir(follow_symlinks=False):  # a symlink is neither a folder nor a file here
                     if entry.name.casefold() not in NOT_CODE and not os.path.exists(entry.path + "/pyvenv.cfg"):
                         folders.append(entry.path)

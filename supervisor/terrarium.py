@@ -35,7 +35,7 @@ from .snapshots import (folders_above, has_object, line_changes, manifest, objec
                         stays_inside, store_object)
 from .untrusted import Untrusted
 
-PROVIDED = [*STEERING, *TEST_SUPPORT, CONTRACT]  # read by the seed
+PROVIDED = STEERING  # read by the seed
 KEEPER_FILES = {rel.casefold() for rel in [*GUARDED, *STEERING]}  # never the codebase's, by any case
 LOG_SHOWN = 65_536  # bytes of the end of iteration_log.md the working copy holds (the seed shows less)
 RECORD, RECORD_BYTES = ".seed/record.json", 1 << 20  # what the seed says it did, and the most of it read
@@ -101,12 +101,12 @@ def capture_work(start):
 
 
 def not_codebase(rel, folder, keepers):
-    """Whether the capture leaves rel out: the keeper's folders and files, by any case, and caches (noting in
-    `keepers` the ones a run may have written)."""
+    """Whether the capture leaves rel out: the keeper's and the person's folders and files, by any case, names that
+    start with ".", and caches (noting in `keepers` the ones a run may have written)."""
     folded, name = rel.casefold(), rel.rsplit("/", 1)[-1].casefold()
-    if folder and (name in NOT_CODE or untrusted.holds_file(WORK, f"{rel}/pyvenv.cfg")):
+    if name.startswith(".") or folder and (name in NOT_CODE or untrusted.holds_file(WORK, f"{rel}/pyvenv.cfg")):
         if "/" not in rel and name not in {".seed", "__pycache__", ".pytest_cache"}:
-            keepers.append(f"{rel}/")
+            keepers.append(f"{rel}/" if folder else rel)
         return True
     if not folder and folded in KEEPER_FILES:
         keepers.append(rel)

@@ -249,7 +249,7 @@ def test_a_tests_output_reaches_the_tasks_quoted_so_no_line_of_it_is_read_as_a_t
 
 
 @pytest.mark.parametrize("name", ["SUPERVISOR/gateway.py", ".GIT/hooks/pre-commit", "Backups/0001.json",
-                                  "Fallback.py", "Pending_Tasks.md", "Tests/Conftest.py"])
+                                  "Fallback.py", "Pending_Tasks.md", "Evaluate.py", "Docs/index.md"])
 def test_the_keepers_files_and_folders_never_land_whatever_their_case(workspace, env, gemini, outside, name):
     gemini.reply(api.answer([(name, "print('the model was here')\n"), ("a.py", "a = 1\n")]))
     done = run_fallback(workspace, env, "--iterations", "1")

@@ -274,6 +274,6 @@ def test_the_readme_is_short_and_every_option_it_shows_is_in_help(workspace, env
                   for flag in re.findall(r"(?<![\w-])--[a-z][a-z-]+", line) if not flag.startswith("--steps")}
     helped = run_fallback(workspace, env, "--help").stdout
     assert shown and {flag for flag in shown if not re.search(rf"(?<![\w-]){flag}\b", helped)} == set()
-    assert "python -m pytest -q tests" in readme  # CI runs the README's test command
+    assert "python -P -m pytest -q supervisor/tests" in readme  # CI runs the README's test command
     for link in re.findall(r"\]\((docs/[^)#]+)\)", readme):
         assert (REPO / link).is_file() or link == "docs/local-models.md", link  # another branch brings that one

@@ -14,13 +14,14 @@ import pytest
 
 from fake_gemini import FakeGemini
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]  # the project: supervisor/tests/ is the keeper's, never the model's
 # Started as a background job of a script (`bash .ci/run &`), this process would ignore SIGINT, and so would every
 # supervisor a test starts (an ignored signal stays ignored across exec): the tests of Ctrl+C could not stop them.
 signal.signal(signal.SIGINT, signal.default_int_handler)
 KEY = "AIzaSyTEST" + uuid.uuid4().hex[:29]  # made per session, so no file holds it unless it leaked
 TEST_MODELS = ["gemini-3.5-flash", "gemini-2.5-flash-lite", "gemma-refuses-json"]  # unpaced, no daily limit
-PRODUCT_FILES = ["fallback.py", ".env.example", "tests/conftest.py", "tests/fake_gemini.py",
+PRODUCT_FILES = ["fallback.py", ".env.example", "supervisor/demo.json", "supervisor/tests/conftest.py",
+                 "supervisor/tests/fake_gemini.py",
                  *sorted(p.relative_to(REPO).as_posix() for p in (REPO / "supervisor").glob("*.py"))]
 # Fixed steering texts: the tests judge the code, never the moment (the live goal, tasks and log of the folder
 # they run in, which the supervisor's gate runs them in, are never read).
@@ -94,7 +95,17 @@ def env(gemini):
 
 
 def run_seed(root, env, timeout=60):
-    """`python seed.py` as the supervisor starts it: the folder's modules come after the standard library."""
-    run = "import runpy, sys; sys.path.append('.'); runpy.run_path('seed.py', run_name='__main__')"
-    return subprocess.run([sys.executable, "-P", "-c", run], cwd=root, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    """`python seed.py` as the keeper starts it, confined as the keeper confines it: the model rewrites seed.py, so
+    these tests never run it as the person (it writes only its workspace, reads no .env or home, reaches only the
+    fake server); its folder's modules come after the standard library. In the gate, which runs this contract
+    already confined and lays out no keeper beside it, it runs as it is."""
+    run = [sys.executable, "-P", "-c", "import runpy, sys; sys.path.append('.'); runpy.run_path('seed.py', "
+           "run_name='__main__')"]
+    if (REPO / "supervisor" / "sandbox.py").is_file():
+        sandbox, base = load_keeper("sandbox"), env.get("GEMINI_API_BASE", "")
+        temp = root / ".seed" / "tmp"
+        temp.mkdir(parents=True, exist_ok=True)
+        port = int(base.rsplit(":", 1)[1].split("/")[0]) if base else None
+        run = sandbox.command(run, sandbox.policy_for(root, temp, port, {}, isolate=sandbox.isolation()[0]))
+        env = {**env, "HOME": str(temp)}
+    return subprocess.run(run, cwd=root, env=env, capture_output=True, text=True, timeout=timeout)

@@ -116,10 +116,32 @@ def test_a_change_lands_and_is_logged(workspace, env, gemini):
     assert not (workspace / "backups" / "0001" / "notes.py").exists()  # genesis: as it was before the change
 
 
-def test_every_file_the_project_ships_in_tests_is_the_keepers_and_never_the_models(workspace):
+def test_every_test_the_project_ships_lives_where_the_model_never_writes():
     settings = load_keeper("settings")
-    shipped = {p.relative_to(REPO).as_posix() for p in (REPO / "tests").glob("*.py")}
-    assert shipped == set(settings.TEST_SUPPORT + settings.KEEPER_TESTS)  # else the gate runs them as the model's
+    tracked = subprocess.run(["git", "-C", str(REPO), "ls-files", "-z"], capture_output=True, text=True, check=True)
+    shipped = [rel for rel in tracked.stdout.split("\0") if re.search(r"(^|/)(test_[^/]*|conftest)\.py$", rel)]
+    assert shipped and all(rel.split("/")[0] in settings.NOT_CODE for rel in shipped)  # else the gate runs them
+    assert settings.CONTRACT in shipped and set(settings.TEST_SUPPORT) <= set(shipped) | {"supervisor/tests/fake_gemini.py"}
+
+
+def test_the_readmes_test_command_runs_none_of_the_models_code(tmp_path):
+    """The keeper's tests live in supervisor/tests/, whose pytest.ini makes it their root, and run with -P (the
+    folder is not put on sys.path): a test, conftest.py, pytest.ini, plugin or json.py the model grew in the folder
+    is never collected, loaded or imported by them."""
+    clone = a_fresh_clone(tmp_path)
+    command = re.search(r"```sh\n(python [^\n]*-m pytest [^\n]*)\n```", (REPO / "README.md").read_text())[1]
+    assert command in (REPO / ".ci" / "run").read_text()  # CI runs the README's command
+    (clone / ".env").write_text("GEMINI_API_KEY=AIzaSyTHE-PERSONS-OWN-KEY-0123456789abcdef\n")
+    leaked = tmp_path / "leaked.txt"
+    spy = f"import pathlib\npathlib.Path({str(leaked)!r}).write_text(pathlib.Path('../.env').read_text())\n"
+    for rel in ("tests/test_spy.py", "tests/conftest.py", "conftest.py", "spyplugin.py", "json.py", "textwrap.py"):
+        (clone / rel).parent.mkdir(exist_ok=True)
+        (clone / rel).write_text(spy)
+    (clone / "pytest.ini").write_text("[pytest]\naddopts = -p spyplugin\n")
+    done = subprocess.run([sys.executable, *command.split()[1:], "--collect-only"], cwd=clone, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "test_seed.py::" in done.stdout and "test_spy" not in done.stdout
+    assert not leaked.exists()
 
 
 def test_a_syntax_error_is_refused_and_fed_back_to_the_next_prompt(workspace, env, gemini):
@@ -213,7 +235,7 @@ def test_a_failing_test_the_model_wrote_rolls_its_change_back(workspace, env, ge
 
 
 def test_the_seed_contract_tests_in_the_gate_roll_back_an_unsafe_seed(workspace, env, gemini):
-    (workspace / "tests" / "test_seed.py").write_bytes((REPO / "tests" / "test_seed.py").read_bytes())
+    (workspace / "supervisor" / "tests" / "test_seed.py").write_bytes((REPO / "supervisor/tests/test_seed.py").read_bytes())
     original = (REPO / "seed.py").read_text()
     unsafe = original.replace('if why := refusal(item.get("path"), item.get("content")):', "if why := None:")
     assert unsafe != original
@@ -869,7 +891,7 @@ def test_a_snapshot_taken_by_an_older_fallback_is_still_restored(workspace, env,
 def lived_in(root):
     """Tasks a person wrote that no answer ticks, an open failure task, a log of thousands of sections, and the
     seed's contract tests in the gate, as a workspace has after weeks."""
-    (root / "tests" / "test_seed.py").write_bytes((REPO / "tests" / "test_seed.py").read_bytes())
+    (root / "supervisor" / "tests" / "test_seed.py").write_bytes((REPO / "supervisor/tests/test_seed.py").read_bytes())
     (root / "pending_tasks.md").write_text(
         "# Pending tasks\n\n- [ ] keep the notes tidy\n- [ ] add a --version flag\n"
         + "".join(f"- [ ] a person's idea number {n}\n" for n in range(25))

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import fake_gemini as api
-from conftest import load_keeper
+from conftest import load_keeper, run_seed
 from test_fallback import evolved_seed, outcomes, run_fallback, wait_for
 
 sandbox = load_keeper("sandbox")
@@ -54,6 +54,21 @@ def with_marker(marker):
 def files_holding(root, *secrets):
     """The files under root that hold any of the secrets."""
     return [p for p in root.rglob("*") if p.is_file() and any(s.encode() in p.read_bytes() for s in secrets)]
+
+
+@pytest.mark.skipif(not sandbox.probe().confined, reason="this machine cannot confine a process (no Landlock)")
+def test_the_keepers_own_tests_run_the_current_seed_confined(workspace, env, gemini, tmp_path):
+    """The model rewrites seed.py: the keeper's tests (the seed's contract) run it as the keeper does, never as the
+    person: the .env beside the folder stays unread, nothing outside it is written."""
+    secret = tmp_path / ".env"
+    secret.write_text(f"GEMINI_API_KEY={'AIzaSy' + uuid.uuid4().hex}\n")
+    spy = (f"import pathlib\ntry:\n    print('read:', pathlib.Path({str(secret)!r}).read_text())\nexcept OSError as e:\n"
+           f"    print('refused:', e)\ntry:\n    pathlib.Path({str(tmp_path / 'written')!r}).write_text('x')\n"
+           "except OSError as e:\n    print('refused:', e)\n")
+    (workspace / "seed.py").write_text(spy)
+    done = run_seed(workspace, env)
+    assert done.stdout.count("refused:") == 2 and "GEMINI_API_KEY" not in done.stdout, done.stdout + done.stderr
+    assert not (tmp_path / "written").exists()
 
 
 def test_no_variable_of_the_users_shell_reaches_the_seed_or_the_gate(workspace, env, gemini):

@@ -12,7 +12,8 @@ import pytest
 import fake_gemini as api
 from conftest import REPO, run_seed
 
-KEEPER = "fallback.py goal.md pending_tasks.md iteration_log.md .env backups/ supervisor/ tests/conftest.py"
+KEEPER = ("fallback.py supervisor/ bench/ docs/ backups/ README.md requirements.txt goal.md pending_tasks.md "
+          "evaluate.py iteration_log.md report.html")  # as the keeper names them
 
 
 @pytest.fixture
@@ -54,17 +55,19 @@ def test_unsafe_paths_are_refused_and_the_rest_written(workspace, env, gemini, t
     for rel in ("fallback.py", "supervisor/gateway.py"):  # the keeper's, wherever these tests run
         (workspace / rel).parent.mkdir(exist_ok=True)
         (workspace / rel).write_text("# the keeper's\n")
-    unsafe = ["fallback.py", "goal.md", ".env", "iteration_log.md", "pending_tasks.md", "tests/conftest.py",
+    unsafe = ["fallback.py", "goal.md", ".env", "iteration_log.md", "pending_tasks.md", ".env~", "tools/.git",
+              ".github/workflows/run.yml", "Supervisor/tests/conftest.py", "evaluate.py",
               "backups/x.py", "supervisor/gateway.py", "../escaped.py", str(tmp_path / "absolute.py"),
               "link/through.py", "FALLBACK.PY", "C:/windows.py", "two\nlines.py", "", "big.py", "nul.py"]
-    protected = {p: (workspace / p).read_bytes() for p in ("fallback.py", "goal.md", "tests/conftest.py",
+    protected = {p: (workspace / p).read_bytes() for p in ("fallback.py", "goal.md", "supervisor/tests/conftest.py",
                                                           "supervisor/gateway.py")}
     files = [(p, "owned = True\n") for p in unsafe[:-2]] + [("big.py", "x = 1\n" * 200_000), ("nul.py", "a\x00")]
     gemini.reply(api.clean(files + [("ok.py", "ok = True\n"), ("ünï cødé/-m.py", "x = 1\n")]))
     done = run_seed(workspace, env)
     assert done.returncode == 0, done.stderr
     assert {p: (workspace / p).read_bytes() for p in protected} == protected
-    assert not any((workspace / p).exists() for p in (".env", "backups/x.py", "big.py", "nul.py"))
+    assert not any((workspace / p).exists() for p in (".env", ".env~", "tools/.git", ".github", "backups/x.py",
+                                                      "big.py", "nul.py"))
     assert list(outside.iterdir()) == [] and not (tmp_path / "escaped.py").exists()
     assert not (tmp_path / "absolute.py").exists()
     record = record_of(workspace)
