@@ -186,4 +186,18 @@ def load_json(path):
 
 
 def utc_now():
-    return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    """Now, the one kind of time the keeper works with: an aware datetime in UTC."""
+    return datetime.now(timezone.utc)
+
+
+def stamp(moment):
+    """A time as the keeper writes it in its files and the record: "2026-11-25 18:00:00 UTC"."""
+    return f"{moment:%Y-%m-%d %H:%M:%S} UTC"
+
+
+def read_stamp(text):
+    """A time the keeper wrote (stamp), as a datetime; None when it is not one."""
+    try:
+        return datetime.strptime(text.strip(), "%Y-%m-%d %H:%M:%S UTC").replace(tzinfo=timezone.utc)
+    except (AttributeError, ValueError):
+        return None

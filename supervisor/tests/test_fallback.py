@@ -151,8 +151,8 @@ def test_a_syntax_error_is_refused_and_fed_back_to_the_next_prompt(workspace, en
     assert done.returncode == 0, done.stderr
     assert outcomes(workspace) == ["no change: compile error: '(' was never closed (calc.py, line 1)",
                                    "landed: 1 file(s) changed"]
-    assert "The last answer did not compile" in gemini.prompts()[1]
-    assert "- [x] The last answer did not compile" in (workspace / "pending_tasks.md").read_text()
+    assert "The last answer was not applied: compile error" in gemini.prompts()[1]
+    assert "- [x] The last answer was not applied: compile error" in (workspace / "pending_tasks.md").read_text()
 
 
 def test_broken_code_that_reaches_the_disk_is_rolled_back(workspace, env, gemini):
@@ -693,7 +693,7 @@ def test_a_killed_supervisor_leaves_no_orphan_and_the_next_start_puts_things_rig
         hold.unlink(missing_ok=True)  # whatever happened, the orphan's wait ends
     assert done.returncode == 0, done.stderr
     assert not alive(orphan) and f"ended process group {orphan}" in done.stdout
-    assert outcomes(workspace)[0] == "stopped: the supervisor was killed during this iteration"
+    assert outcomes(workspace)[0] == "stopped: the keeper was killed during this iteration"
     assert not (workspace / "partial.py").exists()
     kept = json.loads((workspace / "backups" / "index.json").read_text())["snapshots"]
     assert any(e["kind"] == "interrupted" and "partial.py" in snapshot_files(workspace, e["id"]) for e in kept)
