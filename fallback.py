@@ -73,7 +73,7 @@ CONFINEMENT = terrarium.confinement()  # what this machine can confine the model
 # --- the loop ---------------------------------------------------------------------------------
 def supervise(args, index, gateway):
     """Run iterations until --iterations is reached; the exit code."""
-    totals, done, grown_from = Counter(), 0, snap.codebase_size()
+    totals, done, recorded, grown_from = Counter(), 0, 0, snap.codebase_size()
     memory = Memory.kept(index)
     # the index may not have been saved: the log and the record know the last iteration too
     index["iteration"] = max(index["iteration"], journal.last_logged_iteration(), book.last_number())
@@ -83,11 +83,9 @@ def supervise(args, index, gateway):
             index["iteration"] += 1
             show_iteration(index["iteration"])
             result, row = iterate(index, args, memory, gateway)
-            if row is None:  # nothing ran: no iteration to number, log or report
-                say(f"stopped: {result.reason}", "stopped")
-                return EX_CONFIG
-            report(row, result.headline(local_time), totals)
-            done += 1
+            if row:  # else nothing ran: no iteration to number, log or report
+                report(row, result.headline(local_time), totals)
+            done, recorded = done + 1, recorded + bool(row)  # a wait before asking counts toward --iterations
             if result.outcome is Outcome.STOPPED:
                 say(f"stopped: {result.reason}", "stopped")
                 return EX_CONFIG
@@ -101,7 +99,7 @@ def supervise(args, index, gateway):
         say("interrupted: the seed is stopped, the codebase is consistent, the lock is free")
         return 130
     finally:
-        say(summary(done, totals, grown_from, snap.codebase_size()))
+        say(summary(recorded, totals, grown_from, snap.codebase_size()))
 
 
 def iterate(index, args, memory, gateway):
@@ -157,7 +155,7 @@ def pause(result, delay):
 
 # --- the keeper's hold on the folder ------------------------------------------------------------
 def take_lock():
-    """Hold an exclusive lock for as long as this process lives; None if another supervisor has it."""
+    """Hold an exclusive lock for as long as this process lives; None if another keeper has it."""
     BACKUPS.mkdir(exist_ok=True)
     lock = LOCK.open("a+")
     try:
@@ -172,7 +170,7 @@ def take_lock():
 
 
 def lock_holder():
-    """The pid of a supervisor running on this folder, or None; writes nothing."""
+    """The pid of a keeper running on this folder, or None; writes nothing."""
     try:
         with LOCK.open() as lock:
             fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
@@ -210,6 +208,10 @@ def main(argv=None):
               f"(Ctrl+C in its terminal, or  kill {holder})", file=sys.stderr)
         return 1
     index = snap.load_index()
+    if not index["snapshots"] and journal.last_logged_iteration():
+        say(f"backups/ holds no snapshot, though {LOG.name} tells of {journal.last_logged_iteration()} iteration(s): "
+            "it was deleted or moved; the folder as it is now becomes the first snapshot, and the log's iterations "
+            "are read into a new record (the prompts, answers and earlier states went with backups/)")
     book.writer()  # at the first start, an old workspace's log and ledger are brought into the record
     recover(index)  # before anything else: a killed keeper may have left a restore half done
     code = cli.change_by_hand(args, index)

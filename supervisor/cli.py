@@ -20,6 +20,7 @@ from .preflight import check_setup
 from .settings import EX_CONFIG, NAMED, ROOT, SUSPICION, stamp, utc_now
 
 VERSION = "2026.11"
+UNJUDGED = {"failed": "a change that failed the checks", "interrupted": "a run's changes that were never checked"}
 
 
 def run_by_hand(args, lock_holder):
@@ -61,15 +62,20 @@ def change_by_hand(args, index):
     if args.restore or args.reset:
         if not index["snapshots"]:
             return config_error("there are no snapshots yet: nothing to restore")
-        return restore_by_hand(index, args.restore or index["snapshots"][0]["id"])
+        return restore_by_hand(index, args.restore or index["snapshots"][0]["id"], args.force)
     return None
 
 
-def restore_by_hand(index, wanted):
-    """--restore ID and --reset: keep the current state as a snapshot, then restore."""
+def restore_by_hand(index, wanted, force=False):
+    """--restore ID and --reset: keep the current state as a snapshot, then restore. A state that never passed the
+    checks (a failed change, a run cut short) is restored only with --force: the folder holds states that passed."""
     entry = snap.find_snapshot(index, wanted)
     if entry is None:
         return no_such_snapshot(wanted)
+    if entry["kind"] in UNJUDGED and not force:
+        return config_error(f"snapshot {entry['id']} is {UNJUDGED[entry['kind']]}: look at it with  python fallback.py "
+                            f"--materialise {entry['id']}  (its files in backups/{entry['id']}/), or put it in the "
+                            f"folder anyway with  --restore {entry['id']} --force")
     SUSPICION.unlink(missing_ok=True)  # the person chose this state: no walk-back of the loop's is left to undo
     if (snap.current(index) or {}).get("digest") == entry["digest"]:
         print(f"the codebase is already as snapshot {entry['id']} holds it: nothing to restore")
@@ -78,8 +84,9 @@ def restore_by_hand(index, wanted):
     snap.restore(entry)
     entry.update(pinned=True, chosen=stamp(utc_now()))  # the person chose it: never pruned; the page's state now
     snap.save_index(index)
-    print(f"restored snapshot {entry['id']}; the codebase as it was is kept as backups/{kept['id']} "
-          f"(undo with  python fallback.py --restore {kept['id']})")
+    print(f"restored snapshot {entry['id']}" + (f" ({UNJUDGED[entry['kind']]})" if entry["kind"] in UNJUDGED else "")
+          + f"; the codebase as it was is kept as snapshot {kept['id']} (undo with  python fallback.py --restore "
+          f"{kept['id']})")
     write_report()  # the page says where the codebase stands
     return 0
 
@@ -160,7 +167,7 @@ def parse_args(argv):
     by_hand = parser.add_mutually_exclusive_group()
     by_hand.add_argument("--demo", action="store_true", help="watch a few iterations against a scripted model "
                                                             "in a throwaway copy (no key, no network) and exit")
-    by_hand.add_argument("--status", action="store_true", help="show the supervisor, the last iterations, pending "
+    by_hand.add_argument("--status", action="store_true", help="show the keeper, the last iterations, pending "
                                                               "tasks, today's use of each model and backups, and exit")
     by_hand.add_argument("--show", type=int, metavar="N", help="show iteration N: the prompt as sent, the answer as "
                                                              "received and as cleaned, what landed or why not")
@@ -180,7 +187,11 @@ def parse_args(argv):
                                                              "same way, and exit")
     by_hand.add_argument("--keep", metavar="ID", help="keep snapshot ID in backups/ whatever the retention policy "
                                                       "prunes, and exit")
+    parser.add_argument("--force", action="store_true", help="with --restore: restore a state that failed the checks "
+                                                              "(or was never checked)")
     args = parser.parse_args(argv)
+    if args.force and not args.restore:
+        parser.error("--force goes with --restore ID (a state that failed the checks)")
     if args.iterations < 0 or args.delay < 0 or args.timeout <= 0:
         parser.error("--iterations and --delay cannot be negative, and --timeout must be positive")
     return args

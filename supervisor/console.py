@@ -27,7 +27,19 @@ def say(line, outcome=None):
     if LIVE and outcome in COLOURS and "NO_COLOR" not in os.environ:
         text = f"\x1b[{COLOURS[outcome]}m{text}\x1b[0m"
     with print_lock:
-        print(("\r\x1b[K" if LIVE else "") + text, flush=True)
+        out(("\r\x1b[K" if LIVE else "") + text + "\n")
+
+
+def out(text):
+    """Write to the console; a reader that went away (| head, a closed terminal) stops the console, never the loop:
+    what follows goes nowhere, and the log, the record and the page go on as before."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):  # ValueError: stdout closed  # a terminal gone (EIO), a full disk under a redirect: the console is for watching only
+        pass
 
 
 def show_phase(text, restart=False):
@@ -57,8 +69,7 @@ def redraw_status_forever():
         line = f"{number}{elapsed // 60}:{elapsed % 60:02d} {status['text']}"[:shutil.get_terminal_size().columns - 1]
         with print_lock:
             if status["text"]:
-                sys.stdout.write(f"\r\x1b[K\x1b[2m{line}\x1b[0m")
-                sys.stdout.flush()
+                out(f"\r\x1b[K\x1b[2m{line}\x1b[0m")
 
 
 

@@ -178,12 +178,12 @@ def run_iteration(number, index, timeout, memory, gateway, confinement=""):
 
 
 def unasked(plan, gateway):
-    """An iteration in which nothing could be asked: the gateway says until when, or why never (a stop before the
-    model was asked is no iteration: it is not recorded)."""
+    """What came of asking nothing: the gateway says until when to wait, or why never. Nothing ran, so it is no
+    iteration: it takes no number, and is said on the console, not recorded."""
     if "stop" in plan:
         why = too_big_for_every_model(gateway) if plan.get("steering") and not gateway.backend.local else plan["stop"]
         return Result(Outcome.STOPPED, "configuration error", why, asked=False)
-    return Result(Outcome.WAITING, reason=plan["why"], until=plan["wait_until"])
+    return Result(Outcome.WAITING, reason=plan["why"], until=plan["wait_until"], asked=False)
 
 
 def too_big_for_every_model(gateway):

@@ -13,6 +13,8 @@ from . import journal
 from .answers import CHARS_PER_TOKEN
 from .settings import BACKUPS, PROBLEMS, PROMPT_TOKENS, ROOT, STEERING, source_of
 
+MOST_TERSE = 3  # words a goal says besides its headings, at the least: "Grow a calculator."
+
 
 def check_setup(need_key=True, writes=True):
     """The first thing a user must fix, as one line, or None."""
@@ -65,6 +67,9 @@ def steering_problem():
         if odd:  # tasks may hold a failure's output, colour codes and all (never shown raw): only NUL is binary
             return (f"{name} holds a control character ({odd[0]!r}, line {text[:odd.start()].count(chr(10)) + 1}): "
                     "it should be plain text; is it a binary file?")
+        if rel == "goal.md" and len(re.findall(r"\w+", re.sub(r"(?m)^\s*#.*$", "", text))) < MOST_TERSE:
+            return (f"{name} gives the model no direction yet (only {' '.join(text.split())[:40]!r}): write in a "
+                    "sentence or two what you want grown")
     tokens = journal.steering_size() // CHARS_PER_TOKEN
     if tokens > PROMPT_TOKENS:
         return (f"goal.md and the open tasks come to ~{tokens:,} tokens, more than the largest prompt "

@@ -17,9 +17,11 @@ from .snapshots import current, load_index, retention, run_worked
 
 def show_status(holder):
     """What a person wants to know at a glance; makes no model request."""
-    print(f"supervisor: running (pid {holder})" if holder else "supervisor: not running")
-    count, rows = record.count(ROOT), record.iterations(ROOT, last=5)
-    print(f"iterations: {count} logged" + ("; the last ones:" if rows else ""))
+    print(f"keeper: running (pid {holder})" if holder else "keeper: not running")
+    count, rows, told = record.count(ROOT), record.iterations(ROOT, last=5), journal.last_logged_iteration()
+    print(f"iterations: {count} recorded" + ("; the last ones:" if rows else "") + (
+        f" (iteration_log.md tells of {told}: backups/, which holds the record, was deleted or moved)"
+        if not count and told else ""))
     for row in rows:
         score = f" (score {row['score']:g})" if row["score"] is not None else ""
         heading = f"Iteration {row['number']} — {row['ended']} — {row['outcome']}{score}"
@@ -47,6 +49,8 @@ def show_status(holder):
 def where_it_stands(index):
     """Which snapshot the codebase is now, and the newest one a run from worked (where a walk-back would go)."""
     now, worked = current(index), [e["id"] for e in index["snapshots"] if e["good"]]
+    if not index["snapshots"]:
+        return "no snapshot yet: the first run takes one (genesis)"
     state = (f"the codebase now is snapshot {now['id']} ({now['kind']}, a run from it worked: {run_worked(now)})"
              if now else "the codebase now is in no snapshot (edited since the last one)")
     return f"{state}; the newest a run worked from: {worked[-1] if worked else 'none yet'}"

@@ -75,7 +75,7 @@ def test_a_mixed_run_keeps_every_iteration_request_and_exchange_byte_for_byte(wo
     before = figures(workspace, env, tmp_path, "first")
     (workspace / "iteration_log.md").write_text("")
     assert figures(workspace, env, tmp_path, "second") == before
-    assert "iterations: 4 logged" in before[0] and "Create notes.py" in before[2]
+    assert "iterations: 4 recorded" in before[0] and "Create notes.py" in before[2]
 
 
 def test_an_old_workspace_is_brought_into_the_record_with_every_section_and_count(workspace, env, gemini):
