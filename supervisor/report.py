@@ -191,7 +191,7 @@ def render_glance(overall, ledger, now, state):
     uses = [use for models in ledger.values() for use in models.values()]
     tokens = sum(use.get(k, 0) for use in uses for k in ("prompt", "output", "thinking"))
     tiles = [(f"{overall['total']:,}", "iterations")] + [(f"{kinds[k]:,}", k) for k in OUTCOMES if kinds[k]]
-    tiles += [(running_for(overall), "running"), (f"{sum(u.get('requests', 0) for u in uses):,}", "requests"),
+    tiles += [(running_for(overall), "running"), (f"{sum(map(reached, uses)):,}", "requests"),
               (f"{tokens / 1e6:.1f} M" if tokens >= 1e6 else f"{tokens:,}", "tokens")]
     if now:
         tiles += [(f"{now[0]:,}", "files now"), (f"{now[1]:,}", "lines now"), (f"{now[2]:,}", "tests now")]
@@ -199,7 +199,8 @@ def render_glance(overall, ledger, now, state):
     return ('<section id="glance"><h2>At a glance</h2><div class="tiles">'
             + "".join(f'<div class="tile"><b>{value}</b><span>{esc(label)}</span></div>' for value, label in tiles)
             + f'</div>{draw_outcomes(overall)}<p class="muted">Requests and tokens are from the ledger '
-              f'(the requests in the record).{where}</p></section>')
+              f'(the requests in the record that may have reached a model: as its quota counts them).{where}</p>'
+              '</section>')
 
 
 def draw_outcomes(overall):
@@ -339,17 +340,22 @@ def render_requests(ledger, quotas):
 
 def render_costs(ledger, models):
     """A table of what each model cost over the whole ledger: requests, tokens, requests wasted."""
-    total = lambda model, keys: sum(ledger[day].get(model, {}).get(key, 0) for day in ledger for key in keys)
-    wasted = lambda model: sum(sum(ledger[day].get(model, {}).get("wasted", {}).values()) for day in ledger)
-    rows = "".join(f'<tr><td><code>{esc(m)}</code></td><td class="num">{total(m, ["requests"]):,}</td>'
+    uses = lambda model: [ledger[day].get(model, {}) for day in ledger]
+    total = lambda model, keys: sum(use.get(key, 0) for use in uses(model) for key in keys)
+    sent = lambda model: sum(map(reached, uses(model)))
+    unreached = lambda model: total(model, ["requests"]) - sent(model)
+    wasted = lambda model: sum(sum(use.get("wasted", {}).values()) for use in uses(model)) - unreached(model)
+    rows = "".join(f'<tr><td><code>{esc(m)}</code></td><td class="num">{sent(m):,}</td>'
                    f'<td class="num">{total(m, ["prompt", "output", "thinking"]):,}</td>'
-                   f'<td class="num">{wasted(m):,}</td></tr>' for m in models)
+                   f'<td class="num">{wasted(m):,}</td><td class="num">{unreached(m):,}</td></tr>' for m in models)
     return ('<div class="scroll"><table><tr><th>model</th><th class="num">requests</th><th class="num">tokens</th>'
-            f'<th class="num">wasted</th></tr>{rows}</table></div><p class="muted"><b>requests</b>: calls made to the '
-            'model, answered or not; <b>tokens</b>: prompt, answer and thinking together; <b>wasted</b>: requests '
+            f'<th class="num">wasted</th><th class="num">never reached it</th></tr>{rows}</table></div><p '
+            'class="muted"><b>requests</b>: calls that may have reached the model (as its quota counts them), '
+            'answered or not; <b>tokens</b>: prompt, answer and thinking together; <b>wasted</b>: of those, requests '
             'that brought nothing that landed: refused (a per-minute or daily limit, an error) or answered with a '
-            'change that did not land (it failed the gate, or had nothing to apply). Each reason is counted in '
-            'the record (backups/record.sqlite).</p>')
+            'change that did not land (it failed the gate, or had nothing to apply); <b>never reached it</b>: '
+            'requests the network kept from the model, beside the quota. Each reason is counted in the record '
+            '(backups/record.sqlite).</p>')
 
 
 # --- tasks and the timeline ------------------------------------------------------------------------

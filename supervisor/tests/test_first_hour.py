@@ -367,3 +367,16 @@ def test_models_offline_is_one_short_line_naming_what_to_check(workspace, env):
     done = run_fallback(workspace, env, "--models")
     assert done.returncode == 75 and done.stderr == "fallback: cannot reach http://127.0.0.1:9 (ConnectionError): " \
         "check the network, or GEMINI_API_BASE in .env\n"
+
+
+def test_after_an_offline_run_the_page_and_status_count_the_same_requests(workspace, env):
+    env["GEMINI_API_BASE"] = "http://127.0.0.1:9"  # nothing listens: every request fails before it reaches a model
+    done = run_fallback(workspace, env, "--iterations", "1")
+    assert done.returncode == 0, done.stderr
+    status = run_fallback(workspace, env, "--status").stdout
+    unreached = int(re.search(r"gemini-3.5-flash\s+0 request\(s\), 0 wasted.*\(and (\d+) that never reached it\)",
+                              status)[1])
+    page = (workspace / "report.html").read_text()
+    row = re.search(r"<tr><td><code>gemini-3.5-flash</code></td>(.*?)</tr>", page)[1]
+    assert re.findall(r'class="num">([\d,]+)<', row) == ["0", "0", "0", str(unreached)]
+    assert '<b>0</b><span>requests</span>' in page and unreached > 0
