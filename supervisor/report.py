@@ -285,8 +285,8 @@ def draw_growth(points, marks, last):
 
 def x_ticks(last):
     """Where the iteration axis is labelled: its ends, and between them at a round step (at most five labels)."""
-    step = nice_top(last / 4) if last >= 4 else last or 1
-    inner = [n for n in range(step, last, step) if last - n >= step / 2]
+    step = next(m * 10 ** e for e in range(19) for m in (1, 2, 5) if last <= 4 * m * 10 ** e)  # 1, 2 or 5 × 10^n
+    inner = [n for n in range(step, last, step) if last - n > step / 2]
     return [(0, "start"), *((n, "middle") for n in inner), (last, "end")]
 
 

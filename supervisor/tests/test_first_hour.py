@@ -277,7 +277,7 @@ def test_the_report_shows_the_last_step_explains_its_columns_and_dates_one_day_o
     for d in lines:
         *_, (step, _) = re.findall(r"H([\d.]+)V([\d.]+)", d)  # the last landing's step: inside the chart
         assert float(step) < 340, d
-    assert "<b>wasted</b>: requests that brought nothing that landed" in page
+    assert "<b>wasted</b>: of those, requests that brought nothing that landed" in page
     [chart] = re.findall(r'<figcaption><code>gemini-3\.5-flash</code>.*?</svg>', page, re.S)
     day = re.search(r"Pacific days, \d{4}-(\d\d-\d\d) to", page)[1]
     assert chart.count(f">{day}</text>") == 1

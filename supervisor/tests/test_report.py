@@ -437,3 +437,9 @@ def test_the_page_stays_a_size_a_browser_opens_however_long_the_run(tmp_path, mo
     strip = re.search(r'<svg class="strip" viewBox="0 0 (\d+) 1"', page)
     each = re.search(r"oldest first, a cell for each (\d+)", page)
     assert strip and int(strip.group(1)) <= 50 and each and int(each[1]) * 50 >= 260  # a cell for several iterations
+
+
+def test_the_iteration_axis_is_labelled_at_round_steps_with_room_between_labels():
+    for last, labels in ((1, [0, 1]), (4, [0, 1, 2, 3, 4]), (5, [0, 2, 5]), (37, [0, 10, 20, 30, 37]),
+                         (1_234, [0, 500, 1_234]), (100_000, [0, 50_000, 100_000])):
+        assert [n for n, _ in report.x_ticks(last)] == labels
