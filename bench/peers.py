@@ -1,6 +1,6 @@
 """Benchmark: seed's iteration against OpenEvolve's on the same tiny problem, with a model that answers at once.
 
-    python bench/peers.py                       # 3 rounds of 10 timed iterations each; about two minutes
+    python bench/peers.py                       # 3 rounds of 10 timed iterations each; about 2 minutes idle
     python bench/peers.py --rounds 5 --iterations 20
     python bench/peers.py --cache DIR           # another place for OpenEvolve's throwaway virtual environment
 
@@ -17,15 +17,21 @@ Every answer rewrites solve.py whole at a new VERSION, and it passes.
   the other in a folder of the same three files: `python seed.py` asking the fake (as the gateway answers), then
   `python -m pytest` over the test as the evaluator runs it.
 Each fake answers at once. An iteration's time is what the fake sees: from one request to the next, WARM_UP of
-them left out at each start. The peers take turns, a round each, so a machine that slows down weighs on both; the
-environment is this shell's without PYTHONDONTWRITEBYTECODE (a person's: bytecode is cached). Prints each one's
-median and quartiles, the ratio, seed's iteration above the floor, what landed or scored, and the versions.
+them left out. Its CPU time is that of every process of the peer (its children's, as the kernel counts them at
+exit): a turn runs the peer twice, WARM_UP + 1 iterations and then --iterations more, and the difference is
+divided, so no start-up weighs in. CPU time is the steadier figure on a machine others share: waiting for a core
+lengthens the times, not the CPU. The peers take turns, a round each, so a machine that slows down weighs on both;
+the environment is this shell's without PYTHONDONTWRITEBYTECODE (a person's: bytecode is cached). Prints each
+one's median time and quartiles, CPU, the ratios, seed's iteration above the floor, how many iterations landed or
+scored, the versions and the load.
 Asserts nothing.
 """
 import argparse
+import contextlib
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -43,7 +49,7 @@ CACHE = Path.home() / ".cache" / "seed-bench" / "peers"
 PYTEST = "pytest==" + __import__("pytest").__version__  # the one this project runs, for OpenEvolve's evaluator too
 WARM_UP = 3          # intervals left out at each start: the first snapshot, the working copy, the worker's start
 FLOOR_RUNS = 5       # runs of each bare process per round
-RUN_LIMIT = 600      # seconds one round of either peer may take
+RUN_LIMIT = 900      # seconds one run of either peer may take
 TASKS = ["Keep it sorted", "Keep it tested", "Keep it small"]
 PROGRAM = '''"""The tiny problem: sort numbers."""
 
@@ -132,69 +138,82 @@ def three_files(root):
 
 
 def run_seed(folder, iterations):
-    """One round of seed: {"times": seconds between requests, "landed": iterations the log says landed}."""
+    """seed for `iterations`: {"arrivals", "cpu", "landed": iterations the log says landed, "ran", "output"}."""
     root = fresh_workspace(folder)
     three_files(root)
-    fake = TimedGemini()
-    env = person_env(GEMINI_API_KEY="AIzaSyBENCH" + os.urandom(14).hex(), GEMINI_API_BASE=fake.url,
-                     GEMINI_MODEL=TEST_MODELS[0], GEMINI_LIMITS=f"{TEST_MODELS[0]}=1000/10000000/100000")
-    try:
-        done = subprocess.run([sys.executable, "fallback.py", "--delay", "0", "--iterations", str(iterations)],
-                              cwd=root, env=env, capture_output=True, text=True, timeout=RUN_LIMIT)
-    finally:
-        fake.close()
+    with served(TimedGemini()) as fake:
+        env = person_env(GEMINI_API_KEY="AIzaSyBENCH" + os.urandom(14).hex(), GEMINI_API_BASE=fake.url,
+                         GEMINI_MODEL=TEST_MODELS[0], GEMINI_LIMITS=f"{TEST_MODELS[0]}=1000/10000000/100000")
+        done, cpu = measured([sys.executable, "fallback.py", "--delay", "0", "--iterations", str(iterations)], root,
+                             env)
     landed = (root / "iteration_log.md").read_text().count(" — landed: ")
-    return {"times": gaps(fake.arrivals), "landed": landed, "ran": iterations, "output": done.stdout + done.stderr}
+    return {"arrivals": fake.arrivals, "cpu": cpu, "landed": landed, "ran": iterations, "output": done.stdout}
 
 
-def run_openevolve(folder, python, iterations):
-    """One round of OpenEvolve: {"times": seconds between requests, "landed": evaluations that passed}."""
-    folder.mkdir()
+def run_openevolve(folder, iterations, python):
+    """OpenEvolve for `iterations`: {"arrivals", "cpu", "landed": evaluations that passed, "ran", "output"}."""
+    folder.mkdir(parents=True)
     (folder / "solve.py").write_text(PROGRAM.format(version=0))
     (folder / "evaluator.py").write_text(EVALUATOR)
-    fake = TimedOpenAI()
-    config = {"max_iterations": iterations, "diff_based_evolution": False,
-              "llm": {"api_base": fake.base, "api_key": "bench", "models": [{"name": "fake", "weight": 1.0}]}}
-    (folder / "config.yaml").write_text(json.dumps(config))  # JSON is YAML
-    try:
-        done = subprocess.run([str(python.parent / "openevolve-run"), "solve.py", "evaluator.py", "--config",
-                               "config.yaml", "--output", "out", "--iterations", str(iterations)], cwd=folder,
-                              env=person_env(), capture_output=True, text=True, timeout=RUN_LIMIT)
-    finally:
-        fake.close()
+    with served(TimedOpenAI()) as fake:
+        config = {"max_iterations": iterations, "diff_based_evolution": False,
+                  "llm": {"api_base": fake.base, "api_key": "bench", "models": [{"name": "fake", "weight": 1.0}]}}
+        (folder / "config.yaml").write_text(json.dumps(config))  # JSON is YAML
+        done, cpu = measured([str(python.parent / "openevolve-run"), "solve.py", "evaluator.py", "--config",
+                              "config.yaml", "--output", "out", "--iterations", str(iterations)], folder, person_env())
     scores = (folder / "scores.txt").read_text().split() if (folder / "scores.txt").exists() else []
-    return {"times": gaps(fake.arrivals), "landed": scores.count("1.0") - 1, "ran": len(scores) - 1,
-            "output": done.stdout + done.stderr}  # less the first program's evaluation
+    return {"arrivals": fake.arrivals, "cpu": cpu, "landed": scores.count("1.0") - 1, "ran": len(scores) - 1,
+            "output": done.stdout}  # less the first program's evaluation
+
+
+def take_turn(run, folder, iterations, *args):
+    """A peer's turn: a short run, then one of `iterations` more. Its times between requests past WARM_UP, and its
+    CPU per iteration: the difference of the two runs' (every process of the peer), so no start-up weighs in."""
+    short = run(folder / "short", WARM_UP + 1, *args)
+    long = run(folder / "long", WARM_UP + 1 + iterations, *args)
+    times = [later - earlier for earlier, later in zip(long["arrivals"], long["arrivals"][1:])][WARM_UP:]
+    return {**long, "times": times, "cpu": (long["cpu"] - short["cpu"]) / iterations}
 
 
 def run_floor(folder, runs):
-    """seed's two processes bare, `runs` times each: {"seed": seconds of each, "pytest": seconds of each}."""
-    folder.mkdir()
+    """seed's two processes bare, `runs` times each: {"seed": [(seconds, CPU seconds)], "pytest": the same}."""
+    folder.mkdir(parents=True)
     (folder / "seed.py").write_bytes((REPO / "seed.py").read_bytes())
     for rel, text in STEERING.items():
         (folder / rel).write_text(text)
     three_files(folder)
-    fake = TimedGemini(clean=True)
-    seed_env = person_env(GEMINI_API_BASE=fake.url, GEMINI_API_KEY="bench", GEMINI_MODEL=TEST_MODELS[0])
+    with served(TimedGemini(clean=True)) as fake:
+        env = person_env(GEMINI_API_BASE=fake.url, GEMINI_API_KEY="bench", GEMINI_MODEL=TEST_MODELS[0])
+        seed = [timed([sys.executable, "seed.py"], folder, env) for _ in range(runs)]
+    env = person_env(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
+    return {"seed": seed, "pytest": [timed([sys.executable, *PYTEST_ARGS, "tests"], folder, env) for _ in range(runs)]}
+
+
+@contextlib.contextmanager
+def served(fake):
+    """A fake server, closed after the block."""
     try:
-        seed = [timed([sys.executable, "seed.py"], folder, seed_env) for _ in range(runs)]
+        yield fake
     finally:
         fake.close()
-    pytest = [timed([sys.executable, *PYTEST_ARGS, "tests"], folder, person_env(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1"))
-              for _ in range(runs)]
-    return {"seed": seed, "pytest": pytest}
+
+
+def measured(argv, cwd, env):
+    """Run argv to its end: (what it printed, the CPU seconds of every process of it that was waited for)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=RUN_LIMIT)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return done, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
 
 
 def timed(argv, cwd, env):
-    """Seconds `argv` took, start to exit; it must succeed."""
+    """(seconds, CPU seconds) of argv, start to exit; it must succeed."""
     start = time.monotonic()
-    subprocess.run(argv, cwd=cwd, env=env, check=True, capture_output=True)
-    return time.monotonic() - start
-
-
-def gaps(arrivals):
-    """Seconds between one request and the next, the first WARM_UP left out."""
-    return [later - earlier for earlier, later in zip(arrivals, arrivals[1:])][WARM_UP:]
+    done, cpu = measured(argv, cwd, env)
+    if done.returncode:
+        raise SystemExit(f"{' '.join(argv)} failed in {cwd}:\n{done.stdout[-2000:]}")
+    return time.monotonic() - start, cpu
 
 
 # --- set-up and figures ------------------------------------------------------------------------------------
@@ -215,60 +234,61 @@ def versions(python):
     return subprocess.run([str(python), "-c", code], capture_output=True, text=True).stdout.split()
 
 
-def milliseconds(times):
-    """(median, lower quartile, upper quartile) of seconds, in milliseconds."""
-    ordered = sorted(t * 1000 for t in times)
-    low, median, high = statistics.quantiles(ordered, n=4) if len(ordered) > 1 else ordered * 3
-    return median, low, high
+def median_ms(values):
+    return statistics.median(values) * 1000
 
 
-def show(name, runs):
-    """One peer's row; its median in milliseconds, or None when it ran too few iterations."""
-    times = [t for run in runs for t in run["times"]]
+def show(name, turns):
+    """One peer's row: its median time per iteration (and quartiles) and CPU per iteration, in milliseconds; None
+    when it ran too few iterations."""
+    times = sorted(t for turn in turns for t in turn["times"])
     if len(times) < 2:
         print(f"  {name}: too few iterations; its output ends:\n    "
-              + "\n    ".join(runs[-1]["output"].strip().splitlines()[-8:]))
+              + "\n    ".join(turns[-1]["output"].strip().splitlines()[-8:]))
         return None
-    median, low, high = milliseconds(times)
-    print(f"  {name:<58} {median:5.0f} ms  (quartiles {low:.0f} to {high:.0f}; {len(times)} iterations)")
-    return median
+    low, median, high = (t * 1000 for t in statistics.quantiles(times, n=4))
+    cpu = statistics.median(turn["cpu"] for turn in turns) * 1000
+    print(f"  {name:<44} {median:5.0f} ms (quartiles {low:.0f} to {high:.0f}; {len(times)})   CPU {cpu:5.0f} ms")
+    return median, cpu
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3, help="turns each peer takes (default 3)")
-    parser.add_argument("--iterations", type=int, default=10, help="timed iterations per round (default 10)")
+    parser.add_argument("--iterations", type=int, default=10, help="timed iterations per turn (default 10)")
     parser.add_argument("--cache", type=Path, default=CACHE, help="OpenEvolve's throwaway virtual environment")
     args = parser.parse_args()
     if args.rounds < 1 or args.iterations < 2:
         parser.error("--rounds must be 1 or more, and --iterations 2 or more")
     python = venv(args.cache)
-    openevolve, openai = versions(python)
     print(f"python {platform.python_version()} on {platform.system()} {platform.machine()}, {os.cpu_count()} cores, "
-          f"load {os.getloadavg()[0]:.1f}; OpenEvolve {openevolve} (openai {openai}), {PYTEST}; models that answer "
-          "at once")
-    seed, evolve, floor, total = [], [], [], args.iterations + WARM_UP + 1
+          f"load {os.getloadavg()[0]:.1f}; OpenEvolve {' (openai '.join(versions(python))}), {PYTEST}; models "
+          "that answer at once", flush=True)
+    seed, evolve, floor = [], [], []
     with tempfile.TemporaryDirectory(prefix="seed-peers-") as base:
         for n in range(args.rounds):
-            seed.append(run_seed(Path(base, f"seed{n}"), total))
-            evolve.append(run_openevolve(Path(base, f"openevolve{n}"), python, total))
+            seed.append(take_turn(run_seed, Path(base, f"seed{n}"), args.iterations))
+            evolve.append(take_turn(run_openevolve, Path(base, f"openevolve{n}"), args.iterations, python))
             floor.append(run_floor(Path(base, f"floor{n}"), FLOOR_RUNS))
     report(seed, evolve, floor)
 
 
 def report(seed, evolve, floor):
-    print("time per iteration, from one request to the model to the next (the median):")
-    ours = show("seed (fallback.py: seed.py, then the gate's pytest)", seed)
-    theirs = show("OpenEvolve (one worker; its evaluator's pytest in a child)", evolve)
+    """The figures, from each turn of each peer and the floor's runs."""
+    print(f"per iteration: the median time from one request to the model to the next, and the CPU time of every "
+          f"process of the peer (load {os.getloadavg()[0]:.1f} at the end)")
+    ours = show("seed (fallback.py: seed.py, the gate's pytest)", seed)
+    theirs = show("OpenEvolve (its evaluator's pytest in a child)", evolve)
     if ours and theirs:
-        print(f"  seed / OpenEvolve: {ours / theirs:.2f}")
-    bare_seed = milliseconds([t for run in floor for t in run["seed"]])[0]
-    bare_pytest = milliseconds([t for run in floor for t in run["pytest"]])[0]
-    print(f"  the floor, seed's two processes bare: seed.py {bare_seed:.0f} ms + pytest {bare_pytest:.0f} ms = "
-          f"{bare_seed + bare_pytest:.0f} ms" + (f"; seed's iteration is {ours - bare_seed - bare_pytest:.0f} ms above "
-                                                 "it" if ours else ""))
-    for name, runs, what in [("seed", seed, "landed"), ("OpenEvolve", evolve, "scored 1.0")]:
-        print(f"  {name}: {sum(run['landed'] for run in runs)} of {sum(run['ran'] for run in runs)} iterations {what}")
+        print(f"  seed / OpenEvolve: {ours[0] / theirs[0]:.2f} in time, {ours[1] / theirs[1]:.2f} in CPU")
+    bare = {name: [run for turn in floor for run in turn[name]] for name in ("seed", "pytest")}
+    wall, cpu = (sum(median_ms([run[i] for run in bare[name]]) for name in bare) for i in (0, 1))
+    print(f"  the floor, seed's two processes bare: seed.py {median_ms([r[0] for r in bare['seed']]):.0f} ms + pytest "
+          f"{median_ms([r[0] for r in bare['pytest']]):.0f} ms = {wall:.0f} ms (CPU {cpu:.0f} ms)"
+          + (f"; seed's iteration is {ours[0] - wall:.0f} ms above it (CPU {ours[1] - cpu:.0f} ms)" if ours else ""))
+    for name, turns, what in [("seed", seed, "landed"), ("OpenEvolve", evolve, "scored 1.0")]:
+        print(f"  {name}: {sum(t['landed'] for t in turns)} of {sum(t['ran'] for t in turns)} iterations {what} "
+              "(the timed runs)")
 
 
 if __name__ == "__main__":
