@@ -69,7 +69,7 @@ def test_sorts():
     assert solve([3, 1, 2]) == [1, 2, 3]
 '''
 PYTEST_ARGS = ["-m", "pytest", "-q", "-p", "no:cacheprovider"]  # plain pytest, as seed's gate runs it
-EVALUATOR = f'''"""OpenEvolve's evaluator for the tiny problem: pytest over its test, in a child, as seed's gate runs it."""
+EVALUATOR = f'''"""OpenEvolve's evaluator for the tiny problem: pytest over its test in a child, as seed's gate does."""
 import os
 import shutil
 import subprocess
