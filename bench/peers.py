@@ -1,6 +1,6 @@
 """Benchmark: seed's iteration against OpenEvolve's on the same tiny problem, with a model that answers at once.
 
-    python bench/peers.py                       # 3 rounds of 10 timed iterations each; about 2 minutes idle
+    python bench/peers.py                       # 3 rounds of 10 timed iterations each
     python bench/peers.py --rounds 5 --iterations 20
     python bench/peers.py --cache DIR           # another place for OpenEvolve's throwaway virtual environment
 
