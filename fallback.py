@@ -68,6 +68,7 @@ from supervisor.settings import (BACKOFF, BACKUPS, EX_CONFIG, LOCK, LOG, PROMPT_
                                  SANDBOX_REQUIRED, SETTLING, WORK, stamp, utc_now)
 
 CONFINEMENT = terrarium.confinement()  # what this machine can confine the model's code with, said once and in every log
+PAGE_EVERY = 5.0  # seconds: report.html is drawn at least this often while iterations follow each other at once
 
 
 # --- the loop ---------------------------------------------------------------------------------
@@ -86,6 +87,10 @@ def supervise(args, index, gateway):
             if row:  # else nothing ran: no iteration to number, log or report
                 report(row, result.headline(local_time), totals)
             done, recorded = done + 1, recorded + bool(row)  # a wait before asking counts toward --iterations
+            rests = result.until or result.outcome is Outcome.STOPPED or args.delay >= PAGE_EVERY or \
+                (args.iterations and done >= args.iterations)
+            if rests or time.monotonic() - page.drawn >= PAGE_EVERY:
+                page.draw()
             if result.outcome is Outcome.STOPPED:
                 say(f"stopped: {result.reason}", "stopped")
                 return EX_CONFIG
@@ -99,6 +104,7 @@ def supervise(args, index, gateway):
         say("interrupted: the seed is stopped, the codebase is consistent, the lock is free")
         return 130
     finally:
+        page.draw()  # the last iterations, Ctrl+C's own row included, are on the page
         say(summary(recorded, totals, grown_from, snap.codebase_size()))
 
 
@@ -107,9 +113,12 @@ def iterate(index, args, memory, gateway):
     number, began, started = index["iteration"], time.monotonic(), stamp(utc_now())
     try:
         snap.save_index(index)
-        recover(index)
+        if memory.cut_short:  # what the last iteration could not write is finished first (at a start, main did)
+            recover(index)
+            memory.cut_short = False
         result = run_iteration(number, index, args.timeout, memory, gateway, CONFINEMENT.text)
     except OSError as error:  # a full disk, a file size limit: wait, then finish what was cut short
+        memory.cut_short = True
         result = Result(Outcome.WAITING, f"cannot write ({error.strerror or error})",
                         f"{error}: {cli.what_to_free(error)}", until=datetime.now(timezone.utc) + timedelta(seconds=60))
     except KeyboardInterrupt as stop:
@@ -117,6 +126,7 @@ def iterate(index, args, memory, gateway):
                          said=memory.interrupted or {})
         if not SETTLING.exists():  # else a landing was under way: the next start finishes it, and its row
             write_iteration(book.row_of(number, stopped, time.monotonic() - began, started), stopped)
+            page.due = True
         raise
     finally:
         show_phase("")
@@ -126,14 +136,31 @@ def iterate(index, args, memory, gateway):
         return result, None
     note_dry_spell(index, result, memory)
     row = book.row_of(number, result, time.monotonic() - began, started)
+    page.due = True
     try:
         write_iteration(row, result)
         memory.keep()
         snap.prune(index)
     except (OSError, book.sqlite3.Error) as error:
+        memory.cut_short = True
         say(f"cannot write the record, the log or backups/ ({error}): {cli.what_to_free(error)}")
-    cli.write_report()
     return result, row
+
+
+class Page:
+    """report.html, drawn after the iterations it shows: after each one the loop rests after, and at least every
+    PAGE_EVERY seconds when iterations follow each other at once (drawing it costs more than a quick iteration)."""
+
+    def __init__(self):
+        self.drawn, self.due = time.monotonic(), False
+
+    def draw(self):
+        if self.due:
+            cli.write_report()
+            self.drawn, self.due = time.monotonic(), False
+
+
+page = Page()
 
 
 def pause(result, delay):

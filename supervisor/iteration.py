@@ -129,6 +129,7 @@ class Memory:
     pause: float = 0
     dry: int = 0
     interrupted: dict | None = None  # the gateway's account of a run Ctrl+C stopped
+    cut_short: bool = False          # the last iteration could not write all it meant to: recover() before the next
 
     @classmethod
     def kept(cls, index):
