@@ -65,8 +65,8 @@ SPEC = importlib.util.spec_from_file_location("supervisor", ROOT / "supervisor" 
 sys.modules["supervisor"] = importlib.util.module_from_spec(SPEC)  # by its path: no other "supervisor" stands in
 SPEC.loader.exec_module(sys.modules["supervisor"])
 
-from supervisor import (backends, demo, evaluate, export, gate, journal, record as book,  # noqa: E402
-                        report as page, snapshots as snap, status, terrarium)
+from supervisor import (backends, compare, demo, evaluate, experiment, export, gate, journal,  # noqa: E402
+                        record as book, report as page, snapshots as snap, status, terrarium)
 from supervisor.untrusted import Untrusted  # noqa: E402
 from supervisor.console import (redact, report, say, show_iteration, show_phase, start_status_line,  # noqa: E402
                                 summary)
@@ -97,7 +97,7 @@ def run_iteration(number, index, args, session, gateway):
     try:
         code, output = run_seed(args.timeout, gateway, plan)
         result = {"confinement": CONFINEMENT.text, "refusals": refusals(output), "changes": [], "not_landed": [],
-                  "start": start["id"]}
+                  "start": start["id"], "budget": plan["budget"]}
         failure = take_and_judge(code, output, start, gateway.close_run(plan["token"]), shown, result, index)
     except KeyboardInterrupt:
         session["interrupted"] = journal.account(journal.read_record(b""), gateway.close_run(plan["token"], linger=0),
@@ -431,7 +431,7 @@ def supervise(args, index, gateway):
                 snap.prune(index)
             except (OSError, book.sqlite3.Error) as error:
                 say(f"cannot write the record, the log or backups/ ({error}): {what_to_free(error)}")
-            write_report()
+            write_report(live=True)
             report(row, totals)
             done += 1
             if result["outcome"].startswith("stopped"):
@@ -447,6 +447,7 @@ def supervise(args, index, gateway):
         say("interrupted: the seed is stopped, the codebase is consistent, the lock is free")
         return 130
     finally:
+        write_report()  # the page stops refreshing itself
         say(summary(done, totals, grown_from, snap.codebase_size()))
 
 
@@ -474,10 +475,11 @@ def keep_suspicion(session):
     save_json(SUSPICION, {"world": session["world"], "suspect": suspect})
 
 
-def write_report():
-    """Rewrite report.html; the page is for watching, so no fault of its own ever stops the loop."""
+def write_report(live=False):
+    """Rewrite report.html (`live`: while the loop runs, so it refreshes itself); the page is for watching, so no
+    fault of its own ever stops the loop."""
     try:
-        page.write_report(ROOT)
+        page.write_report(ROOT, live=live)
     except Exception as error:  # noqa: BLE001 (the loop goes on whatever the page meets)
         say(f"report.html was not rewritten ({type(error).__name__}: {error})")
 
@@ -554,6 +556,13 @@ def parse_args(argv):
     by_hand.add_argument("--export-git", metavar="DIR", help="write the landed history to DIR as a git repository, one "
                                                              "commit per landed state kept in backups/ (again: adds "
                                                              "the new ones)")
+    by_hand.add_argument("--replay", nargs="?", const=str(ROOT), metavar="FOLDER", help="replay the run recorded in "
+                         "FOLDER (default: this one) offline, in a throwaway copy, each answer from its record; one "
+                         "line per iteration; exit 1 if one differs")
+    by_hand.add_argument("--fork", nargs=2, metavar=("N", "DIR"), help="make DIR (new or empty) a workspace whose "
+                         "codebase is this one's after iteration N (or snapshot N, as --list-backups shows it)")
+    by_hand.add_argument("--compare", nargs="+", metavar="DIR", help="write compare.html: this run and the runs in "
+                         "the DIRs side by side")
     by_hand.add_argument("--list-backups", action="store_true", help="list the snapshots in backups/ and exit")
     by_hand.add_argument("--materialise", metavar="ID", help="write snapshot ID's files to backups/ID/ to look "
                                                                 "at, and exit")
@@ -770,7 +779,7 @@ def main(argv=None):
         return status.print_iteration(args.show)
     if args.report:
         try:
-            print(f"the report is in {page.write_report(ROOT)}: open it in a browser")
+            print(f"the report is in {page.write_report(ROOT, live=bool(lock_holder()))}: open it in a browser")
         except OSError as error:
             return config_error(f"cannot write report.html ({error.strerror or error}): {what_to_free(error)}")
         return 0
@@ -780,6 +789,12 @@ def main(argv=None):
         except (ValueError, OSError) as error:
             return config_error(str(error))
         return 0
+    if args.replay:  # these three read this folder (and others), and write elsewhere or compare.html only
+        return experiment.replay(Path(args.replay))
+    if args.fork:
+        return experiment.fork(*args.fork, VERSION)
+    if args.compare:
+        return compare.write_compare(ROOT, [Path(folder) for folder in args.compare])
     if args.materialise:
         entry = snap.find_snapshot(snap.load_index(), args.materialise)
         return snap.materialise(entry) if entry else config_error(f"there is no snapshot {args.materialise!r}: see  "
@@ -818,6 +833,7 @@ def main(argv=None):
         return config_error(str(error))
     signal.signal(signal.SIGTERM, stop_on_sigterm)
     journal.start_log()
+    book.writer().begin_run(VERSION, type(gateway.backend).__name__, gateway.models, args.timeout)
     say(f"supervising {ROOT} ({'forever' if args.iterations == 0 else f'{args.iterations} iteration(s)'}); "
         f"Ctrl+C stops. Progress: {LOG.name}")
     say(f"the model's code runs in {WORK.relative_to(ROOT)}/, confined: {CONFINEMENT.text}")

@@ -364,3 +364,59 @@ def materialise(entry):
 
 def find_snapshot(index, wanted):
     return next((e for e in index["snapshots"] if e["id"] == wanted.zfill(4)), None)
+
+
+# --- another folder's store, read only; a fork's, made from it ----------------------------------------
+def read_index(backups):
+    """The index of another folder's backups/, read only: {"iteration": 0, "snapshots": []} when it has none."""
+    try:
+        index = json.loads((backups / "index.json").read_text())
+    except (OSError, ValueError):
+        return {"iteration": 0, "snapshots": []}
+    return index if isinstance(index, dict) and isinstance(index.get("snapshots"), list) else \
+        {"iteration": 0, "snapshots": []}
+
+
+def files_in(backups, entry):
+    """{path: sha256} of a snapshot in another folder's backups/, read only (one an older fallback.py took stays as
+    it is); {} when it is no longer kept."""
+    path = backups / f"{entry['id']}.json"
+    try:
+        if not path.exists():
+            return json.loads(gzip.decompress(path.with_suffix(".json.gz").read_bytes()))
+        return {folder + name: sha for folder, listing in json.loads(path.read_bytes()).items()
+                for name, sha in json.loads((backups / "objects" / listing[:2] / listing[2:]).read_bytes()).items()}
+    except (OSError, ValueError):
+        return {}
+
+
+def fork_store(source, entry, backups, iteration):
+    """Make `backups` a new store whose one snapshot, genesis, holds what snapshot `entry` of the store `source`
+    holds, the state before iteration `iteration`: its objects are hard links to source's (objects are never written
+    in place, so sharing one is safe), or copies where a link cannot be made. {"entry", "linked", "copied": bytes}."""
+    files, shared = files_in(source, entry), {"linked": 0, "copied": 0}
+    listing, folders = listings(files)
+    for sha in set(files.values()) | set(folders):
+        there, here = source / "objects" / sha[:2] / sha[2:], backups / "objects" / sha[:2] / sha[2:]
+        here.parent.mkdir(parents=True, exist_ok=True)
+        if not there.exists():  # a listing an older fallback.py never stored
+            here.write_bytes(folders[sha])
+        else:
+            share_object(there, here, shared)
+    write_atomically(backups / "0001.json", listing)
+    kept = {key: entry[key] for key in ("good", "passing", "score", "judged") if key in entry}
+    genesis = {"id": "0001", "time": utc_now(), "iteration": iteration, "kind": "genesis", "good": False, **kept,
+               "digest": hashlib.sha256(listing).hexdigest(), "count": len(files), "forked": entry["id"]}
+    write_atomically(backups / "index.json", json.dumps({"iteration": iteration - 1, "snapshots": [genesis]}, indent=1))
+    return {"entry": genesis, **shared}
+
+
+def share_object(there, here, shared):
+    """Link an object into another store, or copy it (read only, as objects are) where no link can be made."""
+    try:
+        os.link(there, here)
+        shared["linked"] += here.stat().st_size
+    except OSError:  # another file system, or one without hard links
+        shutil.copyfile(there, here)
+        os.chmod(here, 0o444)
+        shared["copied"] += here.stat().st_size

@@ -19,6 +19,7 @@ from .snapshots import current, load_index, retention, run_worked
 def show_status(holder):
     """What a person wants to know at a glance; makes no model request."""
     print(f"supervisor: running (pid {holder})" if holder else "supervisor: not running")
+    print(f"run: {describe_run(record.identity(ROOT))}")
     count, rows = record.count(ROOT), record.iterations(ROOT, last=5)
     print(f"iterations: {count} logged" + ("; the last ones:" if rows else ""))
     for row in rows:
@@ -43,6 +44,16 @@ def show_status(holder):
     print(f"backups: {len(index['snapshots'])} snapshot(s), {disk_use(BACKUPS) / 1e6:.1f} MB; {where_it_stands(index)}")
     print(f"  {retention(index)}")
     return 0
+
+
+def describe_run(identity):
+    """The run's identity in a line: its id, the keeper's versions, the models, and the run it was forked from."""
+    if not identity:
+        return "none yet (the keeper's first start gives the run its id)"
+    parent = identity["parent"]
+    return (f"{identity['id']} (keeper {', '.join(identity['versions'])}; models {', '.join(identity['models']) or 'none yet'})"
+            + (f"; forked from {parent['folder']} (run {parent['run'] or '?'}) after iteration {parent['iteration']}"
+               if parent else ""))
 
 
 def where_it_stands(index):
