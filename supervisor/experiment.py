@@ -28,11 +28,13 @@ from .console import redact
 from .journal import LOG_HEAD, section_of
 from .settings import BACKUPS, EX_CONFIG, KEEPER, LOG, ROOT, STEERING, write_atomically
 from .terrarium import LOG_SHOWN
+from .untrusted import Untrusted
 
 VOLATILE = re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d(?::\d\d(?:\.\d+)?)?|\b\d+\.\d+ ?s\b")  # times, seconds taken
 KEEPER_EXTRAS = [".env.example", ".gitignore"]  # besides settings.KEEPER: never .env, which holds the key
 CACHES = shutil.ignore_patterns("__pycache__", ".pytest_cache", "*.pyc")
 POLL = 0.2  # seconds between looks at the replay's record for rows to compare
+CONFINING = ("SEED_SANDBOX", "SEED_NAMESPACES")  # how the model's code is confined: the person's own, never a record's
 
 
 def refuse(message):
@@ -50,7 +52,11 @@ def replay(folder):
         return refuse(problem)
     place = Path(tempfile.mkdtemp(prefix="seed-replay-"))
     recorded, copy = copy_record(folder, place / "recorded"), place / "workspace"
-    lay_out(folder, copy, starts[0])
+    try:
+        lay_out(folder, copy, starts[0])
+    except Untrusted as why:
+        shutil.rmtree(place, ignore_errors=True)
+        return refuse(f"{why}: it is not replayed")
     judged = Comparison(folder, recorded, copy)
     try:
         for start, count in pairs_of(starts, record.last_number(recorded)):
@@ -137,12 +143,15 @@ def run_start(recorded, copy, start, count, judged, log):
     """Run the copy's keeper for one recorded start, comparing each row as it appears; False when it stopped
     before its last iteration."""
     put_steering(copy, start)
-    settings = start["settings"] or {}
-    env = {name: value for name, value in os.environ.items() if not name.startswith(("GEMINI_", "OPENAI_", "SEED_"))}
-    env.update({name: value for name, value in settings.items() if name.startswith("SEED_")},
+    settings = start["settings"] if isinstance(start["settings"], dict) else {}
+    env = {name: value for name, value in os.environ.items()
+           if not name.startswith(("GEMINI_", "OPENAI_", "SEED_")) or name in CONFINING}
+    env.update({name: value for name, value in settings.items() if name not in CONFINING
+                and record.SETTING.fullmatch(name) and isinstance(value, str) and record.VALUE.fullmatch(value)},
                SEED_REPLAY=str(recorded), SEED_REPLAY_FROM=str(start["first"]), GEMINI_API_KEY="replay-offline")
+    timeout = settings.get("--timeout")
     command = [sys.executable, str(copy / "fallback.py"), "--iterations", str(count), "--delay", "0",
-               "--timeout", str(settings.get("--timeout") or 900)]
+               "--timeout", str(timeout if isinstance(timeout, (int, float)) and timeout > 0 else 900)]
     with log.open("ab") as output:
         keeper = subprocess.Popen(command, cwd=copy, env=env, stdout=output, stderr=subprocess.STDOUT,
                                   stdin=subprocess.DEVNULL)
@@ -280,9 +289,9 @@ def fork(at, target, version):
         if target.exists():
             target.rmdir()
         os.rename(build, target)
-    except OSError as error:
+    except (OSError, Untrusted) as error:
         shutil.rmtree(build, ignore_errors=True)
-        return refuse(f"cannot make {target} ({error.strerror or error}): nothing was made")
+        return refuse(f"cannot make {target} ({getattr(error, 'strerror', None) or error}): nothing was made")
     print(f"forked {ROOT} after iteration {after} (snapshot {entry['id']}) into {target}: {shared['entry']['count']} "
           f"file(s); its store shares {shared['linked']:,} bytes with this one by hard links "
           f"({shared['copied']:,} copied)\nrun on:  cd {target} && python fallback.py --model NAME   (the key is not "

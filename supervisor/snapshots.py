@@ -17,7 +17,7 @@ from collections import Counter, OrderedDict
 from datetime import datetime, timedelta, timezone
 
 from .console import say
-from .untrusted import plain_text
+from .untrusted import Untrusted, plain_text
 from .settings import (BACKUPS, BACKUPS_BYTES, GUARDED, INDEX, KEEP_DAILY_DAYS, KEEP_GOOD, KEEP_LANDED_DAYS,
                        KEEP_LAST, NOT_CODE, OBJECTS, RESTORING, ROOT,
                        STEERING, utc_now, write_atomically)
@@ -379,15 +379,34 @@ def read_index(backups):
 
 def files_in(backups, entry):
     """{path: sha256} of a snapshot in another folder's backups/, read only (one an older fallback.py took stays as
-    it is); {} when it is no longer kept."""
+    it is); {} when it is no longer kept. Another folder's store may have been written by anyone: a listing that
+    names a path that is no codebase's, or an object by anything but a sha256, is Untrusted."""
     path = backups / f"{entry['id']}.json"
     try:
         if not path.exists():
-            return json.loads(gzip.decompress(path.with_suffix(".json.gz").read_bytes()))
-        return {folder + name: sha for folder, listing in json.loads(path.read_bytes()).items()
-                for name, sha in json.loads((backups / "objects" / listing[:2] / listing[2:]).read_bytes()).items()}
-    except (OSError, ValueError):
+            files = json.loads(gzip.decompress(path.with_suffix(".json.gz").read_bytes()))
+        else:
+            files = {folder + name: sha for folder, listing in json.loads(path.read_bytes()).items() if is_sha(listing)
+                     for name, sha in json.loads((backups / "objects" / listing[:2] / listing[2:]).read_bytes()).items()}
+    except (OSError, ValueError, AttributeError, TypeError):
         return {}
+    wrong = next((rel for rel, sha in files.items() if not (is_codebase(rel) and is_sha(sha))), None)
+    if wrong is not None:
+        raise Untrusted(f"snapshot {entry['id']} of {backups} lists {wrong!r}, which is no file of a codebase")
+    return files
+
+
+def is_sha(text):
+    return isinstance(text, str) and len(text) == 64 and all(c in "0123456789abcdef" for c in text)
+
+
+def is_codebase(rel):
+    """Whether a relative path names a file of a codebase: plain text, no part empty, "." or starting with ".", no
+    folder the keeper's or a cache, not the keeper's or the person's file."""
+    parts = rel.split("/") if isinstance(rel, str) else [""]
+    return plain_text(rel) and all(part and not part.startswith(".") for part in parts) and \
+        not any(part.casefold() in NOT_CODE for part in parts[:-1]) and \
+        rel.casefold() not in {p.casefold() for p in GUARDED + STEERING}
 
 
 def fork_store(source, entry, backups, iteration):
