@@ -515,16 +515,19 @@ settings (in .env, or the environment, which wins; all of them: docs/settings.md
 
 exit codes:
   0    done (--iterations reached, or a command by hand)
-  1    another supervisor is running on this folder
+  1    another supervisor is running on this folder; or --replay: an iteration differs
   2    a command-line mistake
   75   the model server or the API could not be reached (--models)
-  78   something to fix first: one line says what (Python, packages, .env, goal.md, a setting)
+  78   something to fix first: one line says what (Python, packages, .env, goal.md, a setting,
+       a --fork into a folder that is not empty)
   130  stopped with Ctrl+C (running again resumes)
 
 examples:
   python fallback.py --demo                  watch three iterations offline, no key needed
   python fallback.py --iterations 5          five iterations, then a summary
   python fallback.py --goal ideas.md --model gemini-3.5-flash-lite   one run with another goal and model
+  python fallback.py --fork 12 ../other && cd ../other && python fallback.py --model gemma-4-31b-it
+                                             from iteration 12 on, with another model (docs/experiments.md)
 """
 
 

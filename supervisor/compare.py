@@ -110,8 +110,10 @@ def own_points(run, metric):
     if metric == "score":
         return [(row["number"], row["score"]) for row in run["rows"] if row["kind"] == "landed"
                 and row["score"] is not None]
-    if metric == "share":
-        points, landed, asked = [], 0, 0
+    if metric == "share":  # a fork's goes on from its parent's counts at the fork
+        before = [row for row in run["source"]["rows"] if row["number"] <= run["at"]] if run.get("source") else []
+        points, landed, asked = [], sum(row["kind"] == "landed" for row in before), sum(row["requests"] > 0
+                                                                                        for row in before)
         for row in run["rows"]:
             landed, asked = landed + (row["kind"] == "landed"), asked + (row["requests"] > 0)
             points.append((row["number"], landed / asked if asked else 0))
@@ -224,7 +226,8 @@ def draw(lines, forks, label, metric):
                 (f"H{x(a):.1f}V{y(b):.1f}" if step else f"L{x(a):.1f} {y(b):.1f}") for a, b in points[1:])
             paths.append(f'<path class="run r{n % 6}" d="{d}"/>')
     marks = "".join(f'<circle class="fork r{n % 6}" cx="{x(at[0]):.1f}" cy="{y(at[1]):.1f}" r="4"/>'
-                    f'<text x="{x(at[0]) + 6:.1f}" y="{y(at[1]) - 6:.1f}">{LETTERS[n % 26]}</text>'
+                    f'<text x="{x(at[0]) + 6:.1f}" y="{y(at[1]) + (14 if y(at[1]) < TOP + 12 else -6):.1f}">'
+                    f'{LETTERS[n % 26]}</text>'
                     for n, at in forks if at)
     return (f'<svg viewBox="0 0 {W} {H}" role="img">{y_axis(top)}{"".join(paths)}{marks}'
             f'<text x="{LEFT}" y="{H - 8}">0</text><text x="{RIGHT}" y="{H - 8}" text-anchor="end">{short(right)}'
@@ -238,8 +241,8 @@ PAGE = """<!doctype html>
 <body><header><h1>seed: runs compared</h1>
 <nav><a href="#runs">Runs</a> <a href="#totals">At a glance</a> <a href="#iterations">Over iterations</a>
 <a href="#requests">Over requests</a> <a href="#models">By model</a></nav>
-<p class="muted">Made {made} from each run's record (backups/record.sqlite) and snapshots; made again by
-<code>python fallback.py --compare DIR ...</code>.</p></header>
+<p class="muted">Made {made} from each run's record (backups/record.sqlite) and snapshots, by
+<code>python fallback.py --compare DIR ...</code> (run it again to see them now).</p></header>
 <section id="runs"><h2>Runs</h2>{runs}<p class="key">A fork is drawn from its parent's line at the iteration it
 forked after, marked with its letter; its own figures below count its own iterations.</p></section>
 <section id="totals"><h2>At a glance</h2>{totals}<p class="key"><b>share landed</b>: of the iterations that asked

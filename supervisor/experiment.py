@@ -54,7 +54,7 @@ def replay(folder):
     recorded, copy = copy_record(folder, place / "recorded"), place / "workspace"
     try:
         lay_out(folder, copy, starts[0])
-    except Untrusted as why:
+    except (Untrusted, OSError) as why:  # a store written by hand, or missing an object
         shutil.rmtree(place, ignore_errors=True)
         return refuse(f"{why}: it is not replayed")
     judged = Comparison(folder, recorded, copy)
@@ -110,7 +110,7 @@ def lay_out(folder, copy, first):
         book = record.Writer(record.path_of(copy))
         book.add_run({key: first[key] for key in record.RUN_COLUMNS})
         book.db.close()
-    if first["log"] is not None:
+    if isinstance(first["log"], str):
         write_file(copy / LOG.name, first["log"].encode("utf-8", "surrogateescape"))
 
 
@@ -132,8 +132,8 @@ def copy_keeper(target, parts):
 def put_steering(copy, start):
     """The goal, tasks and evaluate.py as they were at a start of the keeper (one it did not have is removed)."""
     for rel in (*STEERING, "evaluate.py"):
-        text = (start["steering"] or {}).get(rel)
-        if text is None:
+        text = start["steering"].get(rel) if isinstance(start["steering"], dict) else None
+        if not isinstance(text, str):
             (copy / rel).unlink(missing_ok=True)
         else:
             write_file(copy / rel, text.encode("utf-8", "surrogateescape"))
@@ -180,8 +180,13 @@ class Comparison:
         self.origin = {e["id"]: e for e in snapshots.read_index(folder / "backups")["snapshots"]}
 
     def catch_up(self):
-        """Say how each iteration the replay wrote since the last look compares."""
-        for row in record.iterations(self.copy, since=self.seen):
+        """Say how each iteration the replay wrote since the last look compares (a record its keeper is still making
+        is looked at again the next time)."""
+        try:
+            rows = record.iterations(self.copy, since=self.seen)
+        except record.sqlite3.Error:
+            return
+        for row in rows:
             self.say(row["number"], self.differences(row))
 
     def stopped(self, last, why):
@@ -203,13 +208,12 @@ class Comparison:
         was = (record.iterations(self.recorded, number=row["number"]) or [None])[0]
         if was is None:
             return ["the record holds no such iteration"]
-        if served.skipped(was, served.answers_of(self.recorded, row["number"])):
+        if served.skipped(was, served.answered(self.recorded, row["number"])):
             return None
         found = []
         if self.masked(was["outcome"]) != self.masked(row["outcome"]):
             found.append(f"the outcome (recorded: {was['outcome']}; replayed: {row['outcome']})")
-        left = lambda it: it["snapshot_after"] or it["snapshot_before"]  # noqa: E731 (a change of none: its start)
-        for what, recorded, replayed in (("the state it left", left(was), left(row)),
+        for what, recorded, replayed in (("the state it left", state_left(was), state_left(row)),
                                          ("the change it rolled back", was["kept"], row["kept"])):
             files = self.files_differing(recorded, replayed)
             if files is not None:
@@ -264,6 +268,11 @@ class Comparison:
               f"{identity.get('id')}, recorded by keeper {', '.join(identity.get('versions') or ['?'])}, replayed by "
               f"keeper +{ours}")
         return 0
+
+
+def state_left(row):
+    """The snapshot holding the state an iteration left the folder in (its start, when it changed nothing)."""
+    return row["snapshot_after"] or row["snapshot_before"]
 
 
 def quote(lines, number):
@@ -350,11 +359,8 @@ def lay_out_fork(build, entry, after, version):
 
 def log_until(after):
     """iteration_log.md for a fork: its parent's last sections up to `after`, as much as the working copy shows."""
-    sections, size = [], 0
-    for row in reversed(record.iterations(ROOT, until=after, last=200)):
-        size += len(section_of(row))
-        if size > LOG_SHOWN:
-            break
-        sections.insert(0, section_of(row))
+    sections = [section_of(row) for row in record.iterations(ROOT, until=after, last=200)]
+    while sum(map(len, sections)) > LOG_SHOWN:
+        sections.pop(0)
     return LOG_HEAD + f"\nForked from {ROOT} after iteration {after}; its record holds every iteration.\n" + \
         "".join(sections)

@@ -406,6 +406,9 @@ def iterations(root=ROOT, since=0, last=None, number=None, light=False, until=2 
     if db is None:
         return []
     columns = [column for column in (LIGHT if light else COLUMNS) if column in columns_of(db, "iterations")]
+    if not columns:  # a record being made
+        db.close()
+        return []
     where = ("number = ?", (number,)) if number is not None else ("number > ? AND number <= ?", (since, until))
     query = f"SELECT {', '.join(columns)} FROM iterations WHERE {where[0]} ORDER BY number DESC"
     rows = [dict(zip(columns, values)) for values in db.execute(query + (f" LIMIT {int(last)}" if last else ""),

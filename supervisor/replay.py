@@ -4,10 +4,12 @@
 
 Chosen when SEED_REPLAY names a folder whose backups/record.sqlite holds a recorded run (a copy: the run's own
 folder is never opened here); SEED_REPLAY_FROM is the first iteration of the start of the keeper it replays.
-Each plan is the next iteration, served what its record holds: the models that answered it, the prompt budget its
-seed was given, and its answers in order, byte for byte as received (Gemini's shape as it is, an
-OpenAI-compatible server's turned into it). The requests the world refused (a server down, a limit spent) are
-left out: the gateway's waits and retries are the moment's, not the run's. An iteration that got no answer
+Each plan is the next iteration, served what its record holds: the log as it was then (iteration_log.md made
+what the recorded run's was, from its first start's log and its rows: the seed's prompt shows the recorded
+times, not the replay's), the models that answered it, the prompt budget its seed was given, and its answers in
+order, byte for byte as received (Gemini's shape as it is, an OpenAI-compatible server's turned into it). The
+requests the world refused (a server down, a limit spent) are left out: the gateway's waits and retries are the
+moment's, not the run's. An iteration that got no answer
 though it asked, or waited, or was cut short by a stop, is planned as a wait of no length (`skipped`). What the
 seed sends is kept as sent, for the record of the replay; nothing goes to any network.
 """
@@ -15,10 +17,14 @@ import json
 from pathlib import Path
 
 from . import record
+from .console import redact
+from .journal import LOG_HEAD, section_of
 from .openai_compatible import as_gemini
 from .outcomes import TAPE, Kind, Outcome, utc_now
-from .settings import PROMPT_TOKENS
+from .settings import LOG, PROMPT_TOKENS, write_atomically
 
+ANSWERS = ("answer", "unusable answer")  # what a request came back as, when it came back with an answer
+LOG_ROWS = 300  # sections of the log given back at most: more than its last LOG_SHOWN bytes hold
 UNPACED = "1000000/1000000000/1000000"  # a replay waits for no minute and no day: GEMINI_LIMITS for each model
 CUT_SHORT = ("stopped: interrupted", "stopped: the supervisor was killed")  # iterations a stop ended mid-way
 
@@ -45,24 +51,23 @@ def show_models(environ):
     print("\n".join(chosen_models(environ)))
 
 
-def skipped(row, answers):
-    """Whether a recorded iteration is planned as a wait of no length: it was cut short by a stop, or it got no
-    answer though it asked the model, or it waited."""
-    return row["outcome"].startswith(CUT_SHORT) or not answers and bool(row["requests"] or row["kind"] == "waiting")
+def skipped(row, answered):
+    """Whether a recorded iteration is planned as a wait of no length: it was cut short by a stop, or got no answer
+    (`answered`: its requests that came back as answers) though it asked the model, or it waited."""
+    return row["outcome"].startswith(CUT_SHORT) or not answered and bool(row["requests"] or row["kind"] == "waiting")
 
 
-def answers_of(root, number):
-    """[(model, the answer as received)] of a recorded iteration: its requests that came back as answers."""
-    found = []
-    for request, model, *_ in record.requests_of(root, number):
-        received = (record.exchange(root, request) or {}).get("answer") or b""
-        try:
-            body = json.loads(received)
-        except ValueError:
-            continue
-        if isinstance(body, dict) and "error" not in body:
-            found.append((model, received))
-    return found
+def answered(root, number):
+    """[(request id, model)] of a recorded iteration's requests that came back as answers, usable or not."""
+    return [(request, model) for request, model, kind, *_ in record.requests_of(root, number) if kind in ANSWERS]
+
+
+def log_before(root, number, first_log):
+    """iteration_log.md as the recorded run had it when iteration `number` began, at least its last LOG_SHOWN
+    bytes: the first start's log, then the sections of the iterations before, rendered from their rows."""
+    rows = record.iterations(root, until=number - 1, last=LOG_ROWS)
+    sections = "".join(redact(section_of(row)) for row in rows)
+    return sections if len(rows) == LOG_ROWS else (first_log or LOG_HEAD) + sections
 
 
 class Replay:
@@ -71,19 +76,22 @@ class Replay:
     model_help = "A replay serves only the models its record names"
 
     def __init__(self, root, first):
-        self.root, self.number = root, first - 1
-        starts = [row for row in record.runs(root) if row["first"] == first]
+        self.root, self.number, runs = root, first - 1, record.runs(root)
+        starts = [row for row in runs if row["first"] == first]
+        self.first_log = runs[0]["log"] if runs and isinstance(runs[0]["log"], str) else None
         self.models = (starts[-1]["models"] if starts else None) or \
             list(dict.fromkeys(row["model"] for row in record.iterations(root, light=True) if row["model"]))
         self.limits = ",".join(f"{model}={UNPACED}" for model in self.models)
         self.now = {"models": [], "answers": [], "budget": None}
 
     def prepare(self, models):
-        """Begin the next iteration: what its record holds; a wait of no length for one that is skipped."""
+        """Begin the next iteration: the log as the record had it then, what its record holds to serve; a wait of no
+        length for one that is skipped."""
         self.number += 1
+        write_atomically(LOG, log_before(self.root, self.number, self.first_log).encode("utf-8", "surrogateescape"))
         row = (record.iterations(self.root, number=self.number) or [None])[0]
-        served = answers_of(self.root, self.number) if row else []
-        self.now = {"models": [model for model, _ in served], "answers": [answer for _, answer in served],
+        served = answered(self.root, self.number) if row else []
+        self.now = {"models": [model for _, model in served], "answers": [request for request, _ in served],
                     "budget": row and row["budget"]}
         if row and skipped(row, served):
             return {"wait_until": utc_now(), "why": f"replayed as a wait: the record's iteration {self.number} got "
@@ -104,12 +112,16 @@ class Replay:
 
     def ask(self, model, body, facts):
         """The iteration's next recorded answer (the request kept as sent), or an unusable answer past the last."""
-        sent = json.dumps(body).encode()
-        received = self.now["answers"].pop(0) if self.now["answers"] else b""
+        request = self.now["answers"].pop(0) if self.now["answers"] else None
+        received = (record.exchange(self.root, request) or {}).get("answer") or b"" if request else b""
         if getattr(TAPE, "exchanges", None) is not None:
-            TAPE.exchanges.append((sent, received))
-        if not received:
-            return Outcome(Kind.UNUSABLE, "unusable answer", f"the record holds no more answers for iteration "
-                                                               f"{self.number}")
-        answer = json.loads(received)
+            TAPE.exchanges.append((json.dumps(body).encode(), received))
+        try:
+            answer = json.loads(received)
+        except ValueError:
+            answer = None
+        if not isinstance(answer, dict):
+            return Outcome(Kind.UNUSABLE, "unusable answer", f"the record holds no answer to serve here (iteration "
+                                                               f"{self.number})" if request is None else
+                           "the recorded answer is not a JSON object")
         return Outcome(Kind.ANSWER, "answer", body=as_gemini(answer) if "choices" in answer else answer)
