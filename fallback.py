@@ -793,7 +793,7 @@ def main(argv=None):
             return config_error(str(error))
         return 0
     if args.replay:  # these three read this folder (and others), and write elsewhere or compare.html only
-        return experiment.replay(Path(args.replay))
+        return experiment.replay(Path(args.replay), VERSION)
     if args.fork:
         return experiment.fork(*args.fork, VERSION)
     if args.compare:

@@ -12,7 +12,6 @@ their ratio; the replay must take at most the keeper's work. Needs no key or net
 """
 import argparse
 import json
-import os
 import sqlite3
 import subprocess
 import sys
@@ -23,7 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "supervisor" / "tests"))
 import fake_gemini as api  # noqa: E402  (the tests' fake server, reused)
-from conftest import KEY, fresh_workspace  # noqa: E402
+from conftest import fresh_workspace, user_env  # noqa: E402
 
 DEMO = json.loads((REPO / "supervisor" / "demo.json").read_text())
 
@@ -36,13 +35,6 @@ def answers(count):
         found += DEMO["answers"] + [{"tasks": ["rest"], "files": []},
                                     {"tasks": ["grow"], "files": [{"path": f"part{n}.py", "content": f"N = {n}\n"}]}]
     return found[:count]
-
-
-def environment(fake):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GEMINI_", "OPENAI_", "SEED_"))}
-    env.update(GEMINI_API_KEY=KEY, GEMINI_API_BASE=fake.url, GEMINI_MODEL="gemini-3.5-flash",
-               GEMINI_LIMITS="gemini-3.5-flash=1000/10000000/100000", PYTHONDONTWRITEBYTECODE="1")
-    return env
 
 
 def keeper_work(root):
@@ -63,7 +55,7 @@ def main(argv=None):
     fake = api.FakeGemini()
     for answer in answers(args.iterations):
         fake.reply(api.text_answer(json.dumps(answer)))
-    env = environment(fake)
+    env = user_env(fake)
     recorded = subprocess.run([sys.executable, "fallback.py", "--iterations", str(args.iterations), "--delay", "0"],
                               cwd=root, env=env, capture_output=True, text=True)
     fake.close()

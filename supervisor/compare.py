@@ -179,9 +179,9 @@ def cells(use):
     """The cells HEADS names, from {iterations, landed, asked, requests, tokens}."""
     share = f"{use['landed'] / use['asked']:.0%}" if use["asked"] else "–"
     each = lambda key: f"{use[key] / use['landed']:,.1f}" if use["landed"] else "–"  # noqa: E731
-    return (f'<td class="num">{use["iterations"]:,}</td><td class="num">{use["landed"]:,}</td>'
-            f'<td class="num">{share}</td><td class="num">{use["requests"]:,}</td><td class="num">{use["tokens"]:,}</td>'
-            f'<td class="num">{each("requests")}</td><td class="num">{each("tokens")}</td>')
+    values = [f"{use['iterations']:,}", f"{use['landed']:,}", share, f"{use['requests']:,}", f"{use['tokens']:,}",
+              each("requests"), each("tokens")]
+    return "".join(f'<td class="num">{value}</td>' for value in values)
 
 
 def render_models(runs):

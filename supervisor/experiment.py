@@ -1,6 +1,6 @@
 """experiment: a recorded run set beside itself: replayed offline from its record, or forked at any iteration.
 
-    replay(folder)               python fallback.py --replay [FOLDER]: 0 every iteration the same, 1 one differs
+    replay(folder, version)      python fallback.py --replay [FOLDER]: 0 every iteration the same, 1 one differs
     fork(at, target, version)    python fallback.py --fork N DIR: DIR a workspace that runs on from iteration N
 
 A replay lays out a throwaway copy: the run's genesis snapshot (read from FOLDER's store), the keeper that runs
@@ -43,9 +43,9 @@ def refuse(message):
 
 
 # --- replay ---------------------------------------------------------------------------------------
-def replay(folder):
-    """Replay the run recorded in `folder` in a throwaway copy and say, one line an iteration, whether each is the
-    same; the exit code."""
+def replay(folder, version):
+    """Replay the run recorded in `folder` in a throwaway copy with this keeper (of `version`) and say, one line an
+    iteration, whether each is the same; the exit code."""
     folder = folder.resolve()
     problem, starts = replayable(folder)
     if problem:
@@ -65,7 +65,7 @@ def replay(folder):
     except KeyboardInterrupt:
         print(f"interrupted: the copy is in {copy}", file=sys.stderr)
         return 130
-    return judged.conclude(place, copy)
+    return judged.conclude(place, copy, f"{version}+{record.keeper_digest(ROOT)}")
 
 
 def replayable(folder):
@@ -255,9 +255,9 @@ class Comparison:
             text = text.replace(str(root), "FOLDER")
         return VOLATILE.sub("…", text)
 
-    def conclude(self, place, copy):
+    def conclude(self, place, copy, ours):
         """The last line and the exit code; the copy is removed when all is the same, else kept to look at."""
-        identity, ours = record.identity(self.recorded) or {}, record.keeper_digest(ROOT)
+        identity = record.identity(self.recorded) or {}
         said = self.said
         if self.first:
             print(f"{said['differs']} of {sum(said.values())} iteration(s) differ, iteration {self.first} first; the "
@@ -266,7 +266,7 @@ class Comparison:
         shutil.rmtree(place, ignore_errors=True)
         print(f"all {said['same']} iteration(s) replayed the same ({said['skipped']} skipped); run "
               f"{identity.get('id')}, recorded by keeper {', '.join(identity.get('versions') or ['?'])}, replayed by "
-              f"keeper +{ours}")
+              f"keeper {ours}")
         return 0
 
 

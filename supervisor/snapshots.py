@@ -386,8 +386,9 @@ def files_in(backups, entry):
         if not path.exists():
             files = json.loads(gzip.decompress(path.with_suffix(".json.gz").read_bytes()))
         else:
+            objects = backups / "objects"
             files = {folder + name: sha for folder, listing in json.loads(path.read_bytes()).items() if is_sha(listing)
-                     for name, sha in json.loads((backups / "objects" / listing[:2] / listing[2:]).read_bytes()).items()}
+                     for name, sha in json.loads((objects / listing[:2] / listing[2:]).read_bytes()).items()}
     except (OSError, ValueError, AttributeError, TypeError):
         return {}
     wrong = next((rel for rel, sha in files.items() if not (is_codebase(rel) and is_sha(sha))), None)

@@ -51,7 +51,8 @@ def describe_run(identity):
     if not identity:
         return "none yet (the keeper's first start gives the run its id)"
     parent = identity["parent"]
-    return (f"{identity['id']} (keeper {', '.join(identity['versions'])}; models {', '.join(identity['models']) or 'none yet'})"
+    models = ", ".join(identity["models"]) or "none yet"
+    return (f"{identity['id']} (keeper {', '.join(identity['versions'])}; models {models})"
             + (f"; forked from {parent['folder']} (run {parent['run'] or '?'}) after iteration {parent['iteration']}"
                if parent else ""))
 

@@ -6,7 +6,6 @@ read by the tests that say it stays as it was; a test that alters it works on a 
 """
 import hashlib
 import json
-import os
 import re
 import shutil
 import sqlite3
@@ -17,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import fake_gemini as api
-from conftest import KEY, TEST_MODELS, fresh_workspace, load_keeper
+from conftest import fresh_workspace, load_keeper, user_env
 
 DEMO = json.loads((Path(__file__).resolve().parents[1] / "demo.json").read_text())  # the demo's goal and answers
 FIND = "def find(notes, word):\n    return [n for n in notes if word in n]\n"
@@ -28,14 +27,6 @@ SIX = DEMO["answers"] + [{"tasks": ["Rest"], "files": []},                      
 OUTCOMES = ["landed: 2 file(s) changed", "rolled back: tests failed", "landed: 2 file(s) changed", "no change",
             "landed: 1 file(s) changed", "landed: 1 file(s) changed"]  # the demo's three, then three more
 FIXED = next(f["content"] for f in DEMO["answers"][2]["files"] if f["path"] == "notes.py")  # the demo's fix
-
-
-def environment(fake):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GEMINI_", "OPENAI_", "SEED_"))}
-    env.update(GEMINI_API_KEY=KEY, GEMINI_API_BASE=fake.url, GEMINI_MODEL="gemini-3.5-flash",
-               GEMINI_LIMITS=",".join(f"{model}=1000/10000000/100000" for model in TEST_MODELS),
-               SEED_BACKOFF="0.01", PYTHONDONTWRITEBYTECODE="1")
-    return env
 
 
 def fallback(root, env, *args, timeout=180):
@@ -53,7 +44,7 @@ def recorded(tmp_path_factory):
     for n, answer in enumerate(SIX):
         hook = (lambda request: seen.update(page=(root / "report.html").read_text())) if n == 1 else None
         fake.reply(api.text_answer(json.dumps(answer)), hook=hook)
-    done = fallback(root, environment(fake), "--iterations", "6", "--delay", "0")
+    done = fallback(root, user_env(fake), "--iterations", "6", "--delay", "0")
     assert done.returncode == 0, done.stderr
     assert re.findall(r"^## Iteration \d+ — .* — (.*)$", (root / "iteration_log.md").read_text(), re.M) == OUTCOMES
     yield root, fake, seen["page"]
@@ -87,7 +78,7 @@ def alter_answer(root, number, old, new):
 def test_a_recorded_run_replays_the_same_offline_and_leaves_its_folder_as_it_was(recorded):
     root, fake = recorded[:2]
     before, asked = tree(root), len(fake.requests)
-    done = fallback(root, environment(fake), "--replay")
+    done = fallback(root, user_env(fake), "--replay")
     assert done.returncode == 0, done.stdout + done.stderr
     assert iteration_lines(done.stdout) == [f"iteration {n}: the same ({outcome})"
                                             for n, outcome in enumerate(OUTCOMES, 1)]
@@ -105,7 +96,7 @@ def test_a_stored_answer_altered_replays_with_exit_1_naming_its_iteration(record
     db.execute("UPDATE runs SET settings = ?", (json.dumps({"--timeout": 900, "SEED_NAMESPACES": "0"}),))
     db.commit()
     db.close()
-    done = fallback(copy, environment(recorded[1]), "--replay")
+    done = fallback(copy, user_env(recorded[1]), "--replay")
     assert done.returncode == 1, done.stdout + done.stderr
     lines = iteration_lines(done.stdout)
     assert lines[:4] == [f"iteration {n}: the same ({outcome})" for n, outcome in enumerate(OUTCOMES[:4], 1)]
@@ -127,7 +118,7 @@ def test_a_replay_refuses_a_store_that_names_a_path_outside_a_codebase(recorded,
         (copy / "backups" / "objects" / sha[:2]).mkdir(exist_ok=True)
         (copy / "backups" / "objects" / sha[:2] / sha[2:]).write_bytes(listing)
         (copy / "backups" / "0001.json").write_text(json.dumps({"": sha}))
-        done = fallback(copy, environment(recorded[1]), "--replay")
+        done = fallback(copy, user_env(recorded[1]), "--replay")
         assert done.returncode == 78 and done.stdout == ""
         assert done.stderr.count("\n") == 1 and f"lists {forged!r}, which is no file of a codebase" in done.stderr
     assert not (tmp_path / "escaped.py").exists()
@@ -139,11 +130,11 @@ def forked(recorded, tmp_path_factory):
     output of the fork, of its run, and the recorded folder's tree before the fork)."""
     root, fake = recorded[:2]
     target, before = tmp_path_factory.mktemp("forks") / "fork", tree(root)
-    made = fallback(root, environment(fake), "--fork", "3", str(target))
+    made = fallback(root, user_env(fake), "--fork", "3", str(target))
     after = tree(root)
     fake.reply(api.answer([("tags.py", "def tags(text):\n    return [w for w in text.split() if w[:1] == '#']\n")],
                           model="gemini-2.5-flash-lite"))
-    ran = fallback(target, environment(fake), "--iterations", "1", "--delay", "0", "--model", "gemini-2.5-flash-lite")
+    ran = fallback(target, user_env(fake), "--iterations", "1", "--delay", "0", "--model", "gemini-2.5-flash-lite")
     return target, made, ran, before, after
 
 
@@ -167,11 +158,11 @@ def test_a_fork_holds_the_state_after_its_iteration_and_names_its_parent(recorde
     third = state(root, landed["id"])
     assert third["notes.py"].decode() == FIXED and "search.py" not in third
     assert state(target, "0001") == third
-    status = fallback(target, environment(recorded[1]), "--status").stdout
+    status = fallback(target, user_env(recorded[1]), "--status").stdout
     identity = load_keeper("record").identity(root)
     assert f"forked from {root} (run {identity['id']}) after iteration 3" in status
     by_id = tmp_path / "by-id"
-    assert fallback(root, environment(recorded[1]), "--fork", landed["id"], str(by_id)).returncode == 0
+    assert fallback(root, user_env(recorded[1]), "--fork", landed["id"], str(by_id)).returncode == 0
     assert state(by_id, "0001") == third and codebase(by_id) == third
     shared = [(root / "backups" / "objects" / p.relative_to(by_id / "backups" / "objects")).stat().st_ino
               == p.stat().st_ino for p in (by_id / "backups" / "objects").rglob("*") if p.is_file()]
@@ -189,7 +180,7 @@ def test_a_fork_runs_on_from_its_iteration_with_another_model_and_lands(forked):
 
 def test_compare_draws_both_runs_and_the_fork_on_a_page_that_fetches_nothing(recorded, forked):
     root, target = recorded[0], forked[0]
-    done = fallback(target, environment(recorded[1]), "--compare", str(root))
+    done = fallback(target, user_env(recorded[1]), "--compare", str(root))
     assert done.returncode == 0, done.stderr
     page = (target / "compare.html").read_text()
     record = load_keeper("record")
@@ -213,7 +204,7 @@ def test_a_fork_it_cannot_make_is_refused_with_one_line_and_makes_nothing(record
         target.mkdir()
         (target / "mine.txt").write_text("mine")
     before, around = tree(root), tree(tmp_path)
-    done = fallback(root, environment(recorded[1]), "--fork", "9" if how == "too far" else "3", str(target))
+    done = fallback(root, user_env(recorded[1]), "--fork", "9" if how == "too far" else "3", str(target))
     assert done.returncode == 78 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and says in done.stderr
     assert tree(root) == before and tree(tmp_path) == around
@@ -228,5 +219,26 @@ def test_the_page_refreshes_itself_while_the_keeper_runs_and_shows_the_runs_iden
     identity = load_keeper("record").identity(root)
     assert re.fullmatch(r"[0-9a-f]{12}", identity["id"]) and identity["models"] == ["gemini-3.5-flash"]
     assert f"Run <code>{identity['id']}</code> · keeper {identity['versions'][0]} · models gemini-3.5-flash" in page
-    status = fallback(root, environment(fake), "--status").stdout
+    status = fallback(root, user_env(fake), "--status").stdout
     assert f"run: {identity['id']} (keeper {identity['versions'][0]}; models gemini-3.5-flash)" in status
+
+
+def test_a_record_from_an_older_keeper_is_read_as_it_is_and_refused_a_replay_in_one_line(workspace, env):
+    """A record made before runs and budgets were kept: every view reads it, the keeper's start adds what it lacks,
+    and a replay (which needs the goal and tasks as they were) says why not, changing nothing."""
+    record = load_keeper("record")
+    (workspace / "backups").mkdir()
+    old = sqlite3.connect(workspace / "backups" / "record.sqlite")
+    runs = record.SCHEMA[record.SCHEMA.index("CREATE TABLE IF NOT EXISTS runs"):record.SCHEMA.index("CREATE INDEX")]
+    old.executescript(record.SCHEMA.replace(runs, ""))  # as an older keeper made it: no runs, no budget
+    old.execute("INSERT INTO iterations (number, kind, outcome, facts) VALUES (1, 'no change', 'no change', '[]')")
+    old.commit()
+    old.close()
+    assert [row["outcome"] for row in record.iterations(workspace)] == ["no change"]
+    assert record.identity(workspace) is None
+    before = tree(workspace)
+    done = fallback(workspace, env, "--replay")
+    assert done.returncode == 78 and done.stdout == "" and done.stderr.count("\n") == 1
+    assert "was made by an older keeper, which kept no runs" in done.stderr and tree(workspace) == before
+    record.Writer(workspace / "backups" / "record.sqlite").db.close()
+    assert "budget" in record.columns_of(sqlite3.connect(workspace / "backups" / "record.sqlite"), "iterations")
