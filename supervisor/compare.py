@@ -17,9 +17,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from . import record
-from .report import (BOTTOM, H, LEFT, RIGHT, STYLE, TOP, W, esc, load_cache, measure_states, nice_top, read_index,
-                     short, state_snapshots, y_axis)
+from .history import load_cache, measure_states, state_snapshots
+from .report import BOTTOM, H, LEFT, RIGHT, STYLE, TOP, W, esc, nice_top, short, y_axis
 from .settings import EX_CONFIG, write_atomically
+from .snapshots import Reader
 
 POINTS = 400  # the most points a run's line is drawn through (a long run is sampled evenly, its last kept)
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -52,8 +53,9 @@ def read_run(root, letter):
     for row in rows:
         total += row["requests"]
         spent[row["number"]] = total
-    snapshots = read_index(root)
-    counts = measure_states(root, snapshots, load_cache(root)["folders"], {})
+    store = Reader(root)
+    snapshots = store.snapshots()
+    counts = measure_states(store, snapshots, load_cache(root)["folders"], {})
     growth = [(at, *counts[e["id"]]) for at, e in state_snapshots(snapshots) if e["id"] in counts]
     return {"root": root, "letter": letter, "identity": record.identity(root), "rows": rows, "spent": spent,
             "growth": growth, "by_model": by_model(rows), "lead": [], "offset": 0}

@@ -23,10 +23,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import record, replay as served, snapshots
+from . import record, replay as served
 from .console import redact
 from .journal import LOG_HEAD, section_of
-from .settings import BACKUPS, EX_CONFIG, KEEPER, LOG, ROOT, STEERING, write_atomically
+from .settings import EX_CONFIG, KEEPER, LOG, ROOT, STEERING, write_atomically
+from .snapshots import Reader, fork_store
 from .terrarium import LOG_SHOWN
 from .untrusted import Untrusted
 
@@ -72,11 +73,11 @@ def replayable(folder):
     """(why the run in folder cannot be replayed, or None; its starts: the runs rows)."""
     if not record.path_of(folder).is_file():
         return f"{folder} holds no record (backups/record.sqlite): replay a folder the keeper has run in", []
-    starts, index = record.runs(folder), snapshots.read_index(folder / "backups")
+    starts, kept = record.runs(folder), Reader(folder).snapshots()
     if not starts:
         return (f"the record in {folder} was made by an older keeper, which kept no runs: a replay needs the goal and "
                 "the tasks as they were at its start"), []
-    genesis = index["snapshots"][0] if index["snapshots"] else None
+    genesis = kept[0] if kept else None
     if not genesis or genesis["kind"] != "genesis" or genesis["iteration"] != starts[0]["first"]:
         return (f"the run in {folder} began before its record kept runs (iterations before "
                 f"{starts[0]['first']}), or its genesis snapshot is gone: it cannot be replayed from the start"), []
@@ -103,8 +104,9 @@ def copy_record(folder, root):
 def lay_out(folder, copy, first):
     """The copy as the run began: its genesis files, this keeper, the log as the first start found it, and for a
     fork, the record naming its parent (which a fork's record holds before its first start)."""
-    for rel, sha in snapshots.files_in(folder / "backups", first["genesis"]).items():
-        write_file(copy / rel, (folder / "backups" / "objects" / sha[:2] / sha[2:]).read_bytes())
+    store = Reader(folder)
+    for rel, sha in store.codebase_of(first["genesis"]).items():
+        write_file(copy / rel, store.object_path(sha).read_bytes())
     copy_keeper(copy, ["fallback.py", "supervisor/"])
     if first["parent"]:
         book = record.Writer(record.path_of(copy))
@@ -177,7 +179,8 @@ class Comparison:
     def __init__(self, folder, recorded, copy):
         self.folder, self.recorded, self.copy = folder, recorded, copy
         self.seen, self.first, self.said = 0, None, {"same": 0, "differs": 0, "skipped": 0}
-        self.origin = {e["id"]: e for e in snapshots.read_index(folder / "backups")["snapshots"]}
+        self.stores, self.decoded = (Reader(folder), Reader(copy)), {recorded: {}, copy: {}}
+        self.origin = {e["id"]: e for e in self.stores[0].snapshots()}
 
     def catch_up(self):
         """Say how each iteration the replay wrote since the last look compares (a record its keeper is still making
@@ -187,15 +190,15 @@ class Comparison:
         except record.sqlite3.Error:
             return
         for row in rows:
-            self.say(row["number"], self.differences(row))
+            was = (record.iterations(self.recorded, number=row["number"]) or [None])[0]
+            self.say(row["number"], was, self.differences(was, row))
 
     def stopped(self, last, why):
         for number in range(self.seen + 1, last + 1):
-            self.say(number, [why])
+            self.say(number, (record.iterations(self.recorded, number=number) or [None])[0], [why])
 
-    def say(self, number, found):
-        self.seen = number
-        was = (record.iterations(self.recorded, number=number) or [{"outcome": "?"}])[0]
+    def say(self, number, was, found):
+        self.seen, was = number, was or {"outcome": "not in the record"}
         verdict = "skipped" if found is None else "differs" if found else "same"
         self.said[verdict] += 1
         self.first = self.first or (number if found else None)
@@ -203,9 +206,8 @@ class Comparison:
                                          "differs": f"differs: {'; '.join(found or [])}",
                                          "same": f"the same ({was['outcome']})"}[verdict], flush=True)
 
-    def differences(self, row):
+    def differences(self, was, row):
         """What differs between the recorded iteration and its replay (None: skipped, as the record holds no answer)."""
-        was = (record.iterations(self.recorded, number=row["number"]) or [None])[0]
         if was is None:
             return ["the record holds no such iteration"]
         if served.skipped(was, served.answered(self.recorded, row["number"])):
@@ -226,8 +228,8 @@ class Comparison:
         the recorded one is no longer kept (nothing to compare with)."""
         if not recorded or recorded not in self.origin:
             return None
-        theirs = snapshots.files_in(self.folder / "backups", self.origin[recorded])
-        ours = snapshots.files_in(self.copy / "backups", {"id": replayed}) if replayed else {}
+        theirs = self.stores[0].files_of(self.origin[recorded])
+        ours = self.stores[1].files_of({"id": replayed}) if replayed else {}
         if not theirs or theirs == ours:
             return None
         return sorted(rel for rel in theirs.keys() | ours.keys() if theirs.get(rel) != ours.get(rel))
@@ -246,8 +248,8 @@ class Comparison:
 
     def prompts(self, root, number):
         """The texts of an iteration's prompts, masked, each as lines."""
-        return [self.masked(record.texts_of((record.exchange(root, request) or {}).get("prompt") or b"")).splitlines()
-                for request, *_ in record.requests_of(root, number)]
+        return [self.masked(record.texts_of((record.exchange(root, request, self.decoded[root]) or {}).get("prompt")
+                                            or b"")).splitlines() for request, *_ in record.requests_of(root, number)]
 
     def masked(self, text):
         """The text without what is the moment's: clock times, seconds taken, the folders' own paths."""
@@ -286,9 +288,9 @@ def fork(at, target, version):
     """Make `target` a workspace whose codebase is this folder's state after iteration `at` (or snapshot `at`); the
     exit code."""
     target = Path(os.path.abspath(Path(target).expanduser()))
-    index = snapshots.read_index(BACKUPS)
-    problem = where_problem(target) or (None if index["snapshots"] else "there are no snapshots yet: nothing to fork")
-    point = None if problem else fork_point(index, at)
+    kept = Reader(ROOT).snapshots()
+    problem = where_problem(target) or (None if kept else "there are no snapshots yet: nothing to fork")
+    point = None if problem else fork_point(kept, at)
     if problem or isinstance(point, str):
         return refuse(problem or point)
     entry, after = point
@@ -319,12 +321,12 @@ def where_problem(target):
     return None
 
 
-def fork_point(index, at):
+def fork_point(kept, at):
     """(the snapshot, the iteration after which it stands) of `at`: an iteration number, or a snapshot id as
     --list-backups shows it (with its leading zeros); or one line saying why there is none."""
     if not at.isdigit():
         return f"{at!r} is neither an iteration number nor a snapshot id: see  python fallback.py --list-backups"
-    by_id = {entry["id"]: entry for entry in index["snapshots"]}
+    by_id = {entry["id"]: entry for entry in kept}
     if at.startswith("0") and len(at) > 1:
         entry = by_id.get(f"{int(at):04d}")
         after = entry and entry["iteration"] - (entry["kind"] in ("genesis", "before"))
@@ -332,8 +334,8 @@ def fork_point(index, at):
         last, after = record.last_number(ROOT), int(at)
         if after > last:
             return f"the record holds iterations 1 to {last}: there is no iteration {after} to fork after"
-        entry = by_id.get(record.state_after(ROOT, after) or "") if after else index["snapshots"][0]
-    if entry is None or not snapshots.files_in(BACKUPS, entry):
+        entry = by_id.get(record.state_after(ROOT, after) or "") if after else kept[0]
+    if entry is None or not Reader(ROOT).files_of(entry):
         return (f"the state after iteration {at} is no longer kept in backups/ (pruned by the retention policy): fork "
                 "from one  python fallback.py --list-backups  shows") if at[0] != "0" else \
             f"there is no snapshot {at}: see  python fallback.py --list-backups"
@@ -344,10 +346,11 @@ def lay_out_fork(build, entry, after, version):
     """The fork in `build`: the codebase after `after`, the keeper, the person's files, a store of one snapshot
     sharing this one's objects, a record naming its parent, and the log's last iterations (the next prompt's)."""
     build.mkdir()
-    for rel, sha in snapshots.files_in(BACKUPS, entry).items():
-        write_file(build / rel, snapshots.object_path(sha).read_bytes())
+    store = Reader(ROOT)
+    for rel, sha in store.codebase_of(entry).items():
+        write_file(build / rel, store.object_path(sha).read_bytes())
     copy_keeper(build, [rel for rel in KEEPER if rel != "backups/"] + KEEPER_EXTRAS + [*STEERING, "evaluate.py"])
-    shared = snapshots.fork_store(BACKUPS, entry, build / "backups", after + 1)
+    shared = fork_store(store, entry, build / "backups", after + 1)
     book = record.Writer(record.path_of(build))
     write_atomically(build / LOG.name, log_until(after))
     parent = {"folder": str(ROOT), "run": (record.identity(ROOT) or {}).get("id"), "iteration": after,

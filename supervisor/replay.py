@@ -4,29 +4,29 @@
 
 Chosen when SEED_REPLAY names a folder whose backups/record.sqlite holds a recorded run (a copy: the run's own
 folder is never opened here); SEED_REPLAY_FROM is the first iteration of the start of the keeper it replays.
-Each plan is the next iteration, served what its record holds: the log as it was then (iteration_log.md made
-what the recorded run's was, from its first start's log and its rows: the seed's prompt shows the recorded
-times, not the replay's), the models that answered it, the prompt budget its seed was given, and its answers in
-order, byte for byte as received (Gemini's shape as it is, an OpenAI-compatible server's turned into it). The
-requests the world refused (a server down, a limit spent) are left out: the gateway's waits and retries are the
-moment's, not the run's. An iteration that got no answer
-though it asked, or waited, or was cut short by a stop, is planned as a wait of no length (`skipped`). What the
-seed sends is kept as sent, for the record of the replay; nothing goes to any network.
+Each plan is the next iteration, given what its record holds: the log as it was then (iteration_log.md made what
+the recorded run's was, from its first start's log and its rows, so the seed's prompt shows the recorded times,
+not the replay's), the models that answered it, the prompt budget its seed was given, and its answers in order,
+byte for byte as received (Gemini's shape as it is, an OpenAI-compatible server's turned into it). The requests
+the world refused (a server down, a limit spent) are left out: the gateway's waits and retries are the moment's,
+not the run's. An iteration that got no answer though it asked, or that a stop ended (`skipped`), is answered
+with a wait of no length: its seed runs and gets nothing. What the seed sends is kept as sent, for the replay's
+own record; nothing goes to any network.
 """
 import json
+from collections import deque
 from pathlib import Path
 
 from . import record
 from .console import redact
 from .journal import LOG_HEAD, section_of
 from .openai_compatible import as_gemini
-from .outcomes import TAPE, Kind, Outcome, utc_now
+from .outcomes import TAPE, Kind, Outcome
 from .settings import LOG, PROMPT_TOKENS, write_atomically
 
 ANSWERS = ("answer", "unusable answer")  # what a request came back as, when it came back with an answer
 LOG_ROWS = 300  # sections of the log given back at most: more than its last LOG_SHOWN bytes hold
 UNPACED = "1000000/1000000000/1000000"  # a replay waits for no minute and no day: GEMINI_LIMITS for each model
-CUT_SHORT = ("stopped: interrupted", "stopped: the supervisor was killed")  # iterations a stop ended mid-way
 
 
 def chosen_by(environ):
@@ -52,22 +52,14 @@ def show_models(environ):
 
 
 def skipped(row, answered):
-    """Whether a recorded iteration is planned as a wait of no length: it was cut short by a stop, or got no answer
-    (`answered`: its requests that came back as answers) though it asked the model, or it waited."""
-    return row["outcome"].startswith(CUT_SHORT) or not answered and bool(row["requests"] or row["kind"] == "waiting")
+    """Whether a recorded iteration is answered with a wait: a stop ended it, or it got no answer (`answered`: its
+    requests that came back with one) though it asked the model, or it waited."""
+    return row["kind"] == "stopped" or not answered and bool(row["requests"] or row["kind"] == "waiting")
 
 
 def answered(root, number):
-    """[(request id, model)] of a recorded iteration's requests that came back as answers, usable or not."""
+    """[(request id, model)] of a recorded iteration's requests that came back with an answer, usable or not."""
     return [(request, model) for request, model, kind, *_ in record.requests_of(root, number) if kind in ANSWERS]
-
-
-def log_before(root, number, first_log):
-    """iteration_log.md as the recorded run had it when iteration `number` began, at least its last LOG_SHOWN
-    bytes: the first start's log, then the sections of the iterations before, rendered from their rows."""
-    rows = record.iterations(root, until=number - 1, last=LOG_ROWS)
-    sections = "".join(redact(section_of(row)) for row in rows)
-    return sections if len(rows) == LOG_ROWS else (first_log or LOG_HEAD) + sections
 
 
 class Replay:
@@ -82,21 +74,30 @@ class Replay:
         self.models = (starts[-1]["models"] if starts else None) or \
             list(dict.fromkeys(row["model"] for row in record.iterations(root, light=True) if row["model"]))
         self.limits = ",".join(f"{model}={UNPACED}" for model in self.models)
-        self.now = {"models": [], "answers": [], "budget": None}
+        self.now = {"models": [], "answers": [], "budget": None, "skipped": False, "row": None}
+        self.decoded, self.sections = {}, None  # the prompts decoded last in each chain; the log's last sections
 
     def prepare(self, models):
-        """Begin the next iteration: the log as the record had it then, what its record holds to serve; a wait of no
-        length for one that is skipped."""
+        """Begin the next iteration: the log as the record had it then, and what the record holds to serve it."""
         self.number += 1
-        write_atomically(LOG, log_before(self.root, self.number, self.first_log).encode("utf-8", "surrogateescape"))
+        write_atomically(LOG, self.log_before().encode("utf-8", "surrogateescape"))
         row = (record.iterations(self.root, number=self.number) or [None])[0]
         served = answered(self.root, self.number) if row else []
         self.now = {"models": [model for _, model in served], "answers": [request for request, _ in served],
-                    "budget": row and row["budget"]}
-        if row and skipped(row, served):
-            return {"wait_until": utc_now(), "why": f"replayed as a wait: the record's iteration {self.number} got "
-                                                    f"no answer ({row['outcome']})"}
+                    "budget": row and row["budget"], "skipped": bool(row) and skipped(row, served), "row": row}
         return None
+
+    def log_before(self):
+        """iteration_log.md as the recorded run had it when this iteration began, at least its last LOG_SHOWN bytes:
+        the first start's log, then the sections of the iterations before, rendered from their rows (the last ones
+        read once, then one a plan)."""
+        if self.sections is None:
+            rows = record.iterations(self.root, until=self.number - 1, last=LOG_ROWS)
+            self.sections = deque((redact(section_of(row)) for row in rows), maxlen=LOG_ROWS)
+        elif self.now["row"]:
+            self.sections.append(redact(section_of(self.now["row"])))
+        whole = len(self.sections) < LOG_ROWS  # every section since the first start: its log comes first
+        return ((self.first_log or LOG_HEAD) if whole else "") + "".join(self.sections)
 
     def room(self, model, facts):
         """The budget the recorded seed was given (a record from before budgets were kept: the largest prompt)."""
@@ -111,9 +112,14 @@ class Replay:
         return "a replay's budgets are the record's"
 
     def ask(self, model, body, facts):
-        """The iteration's next recorded answer (the request kept as sent), or an unusable answer past the last."""
+        """The iteration's next recorded answer (the request kept as sent); a wait of no length for one skipped; an
+        unusable answer past the last."""
+        if self.now["skipped"]:
+            return Outcome(Kind.RETRY_LATER, "replayed wait", f"the record's iteration {self.number} got no answer",
+                           delay=0.0)
         request = self.now["answers"].pop(0) if self.now["answers"] else None
-        received = (record.exchange(self.root, request) or {}).get("answer") or b"" if request else b""
+        found = record.exchange(self.root, request, self.decoded) if request else None
+        received = (found or {}).get("answer") or b""
         if getattr(TAPE, "exchanges", None) is not None:
             TAPE.exchanges.append((json.dumps(body).encode(), received))
         try:

@@ -7,6 +7,7 @@ objects out, so editing the codebase never changes a backup. backups/index.json 
 time, iteration, kind, known good, digest, file count). The codebase is every file of the folder but the
 keeper's and the person's (settings.NOT_YOURS) and names that start with ".".
 """
+import functools
 import gzip
 import hashlib
 import json
@@ -15,12 +16,13 @@ import shutil
 import time
 from collections import Counter, OrderedDict
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 from .console import say
 from .untrusted import Untrusted, plain_text
 from .settings import (BACKUPS, BACKUPS_BYTES, GUARDED, INDEX, KEEP_DAILY_DAYS, KEEP_GOOD, KEEP_LANDED_DAYS,
                        KEEP_LAST, NOT_CODE, OBJECTS, RESTORING, ROOT,
-                       STEERING, utc_now, write_atomically)
+                       STEERING, stamp, utc_now, write_atomically)
 
 
 def codebase_files(root=ROOT):
@@ -197,6 +199,73 @@ def files_of(entry):
 newest = {}  # snapshot id -> its files, for the snapshot taken or read last (an iteration's start)
 
 
+class Reader:
+    """A workspace's snapshots as a view reads them (the page, the export, a comparison, a fork): any workspace's,
+    read only, and what is gone or unreadable reads as nothing. The keeper's own reading and writing is the
+    functions above."""
+
+    def __init__(self, root):
+        self.backups = Path(root) / "backups"
+
+    def snapshots(self):
+        """The snapshots backups/index.json lists, oldest first (an unreadable index lists none)."""
+        try:
+            listed = json.loads((self.backups / "index.json").read_text()).get("snapshots", [])
+        except (OSError, ValueError, AttributeError):
+            return []
+        return [e for e in listed if isinstance(e, dict) and isinstance(e.get("id"), str)
+                and isinstance(e.get("iteration"), int) and "kind" in e and "time" in e
+                and (self.backups / f"{e['id']}.json").exists()]
+
+    def object_path(self, sha):
+        return self.backups / "objects" / sha[:2] / sha[2:]
+
+    def read(self, sha):
+        """A content object's bytes, or None if it is gone."""
+        try:
+            return self.object_path(sha).read_bytes()
+        except OSError:
+            return None
+
+    def folders_of(self, entry):
+        """{folder: sha256 of its listing} of a snapshot; {} if it is gone."""
+        try:
+            return json.loads((self.backups / f"{entry['id']}.json").read_bytes())
+        except (OSError, ValueError):
+            return {}
+
+    def listing(self, sha):
+        """A folder's listing, {name: sha256} (not to be changed: listings never change, so they are kept)."""
+        return listing_of(self.backups, sha)
+
+    def files_of(self, entry):
+        """{path: sha256} of a snapshot; {} if it is gone."""
+        return {folder + name: sha for folder, listing in self.folders_of(entry).items()
+                for name, sha in self.listing(listing).items()}
+
+    def codebase_of(self, entry):
+        """{path: sha256} of a snapshot whose store may have been written by anyone (a replay's, a fork's): Untrusted
+        when it lists a path that is no codebase's, or an object by anything but its sha256; {} if it is gone."""
+        folders = self.folders_of(entry)
+        listed = {folder: self.listing(sha) if is_sha(sha) else None for folder, sha in folders.items()} \
+            if isinstance(folders, dict) else {"": None}
+        if not all(isinstance(names, dict) for names in listed.values()):
+            raise Untrusted(f"snapshot {entry['id']} of {self.backups} is no listing of files")
+        files = {str(folder) + str(name): sha for folder, names in listed.items() for name, sha in names.items()}
+        wrong = next((rel for rel, sha in files.items() if not (is_codebase(rel) and is_sha(sha))), None)
+        if wrong is not None:
+            raise Untrusted(f"snapshot {entry['id']} of {self.backups} lists {wrong!r}, which is no file of a codebase")
+        return files
+
+
+@functools.lru_cache(maxsize=2048)  # listings never change; this spares reading them for every page
+def listing_of(backups, sha):
+    try:
+        return json.loads((backups / "objects" / sha[:2] / sha[2:]).read_bytes())
+    except (OSError, ValueError):
+        return {}
+
+
 def snapshot(index, kind, iteration, root=ROOT, files=None):
     """The index entry of a snapshot of the codebase in root as it is now (or of `files`, {path: sha256} whose
     objects are stored, when the caller knows them); made only if no snapshot has it."""
@@ -218,7 +287,7 @@ def snapshot(index, kind, iteration, root=ROOT, files=None):
     sid = f"{max(taken, default=0) + 1:04d}"
     write_atomically(BACKUPS / f"{sid}.json", listing)
     newest[sid] = files
-    entry = {"id": sid, "time": utc_now(), "iteration": iteration, "kind": kind, "good": False,
+    entry = {"id": sid, "time": stamp(utc_now()), "iteration": iteration, "kind": kind, "good": False,
              "digest": digest, "count": len(files)}
     index["snapshots"].append(entry)
     save_index(index)
@@ -366,67 +435,21 @@ def find_snapshot(index, wanted):
     return next((e for e in index["snapshots"] if e["id"] == wanted.zfill(4)), None)
 
 
-# --- another folder's store, read only; a fork's, made from it ----------------------------------------
-def read_index(backups):
-    """The index of another folder's backups/, read only: {"iteration": 0, "snapshots": []} when it has none."""
-    try:
-        index = json.loads((backups / "index.json").read_text())
-    except (OSError, ValueError):
-        return {"iteration": 0, "snapshots": []}
-    return index if isinstance(index, dict) and isinstance(index.get("snapshots"), list) else \
-        {"iteration": 0, "snapshots": []}
-
-
-def files_in(backups, entry):
-    """{path: sha256} of a snapshot in another folder's backups/, read only (one an older fallback.py took stays as
-    it is); {} when it is no longer kept. Another folder's store may have been written by anyone: a listing that
-    names a path that is no codebase's, or an object by anything but a sha256, is Untrusted."""
-    path = backups / f"{entry['id']}.json"
-    try:
-        if not path.exists():
-            files = json.loads(gzip.decompress(path.with_suffix(".json.gz").read_bytes()))
-        else:
-            objects = backups / "objects"
-            files = {folder + name: sha for folder, listing in json.loads(path.read_bytes()).items() if is_sha(listing)
-                     for name, sha in json.loads((objects / listing[:2] / listing[2:]).read_bytes()).items()}
-    except (OSError, ValueError, AttributeError, TypeError):
-        return {}
-    wrong = next((rel for rel, sha in files.items() if not (is_codebase(rel) and is_sha(sha))), None)
-    if wrong is not None:
-        raise Untrusted(f"snapshot {entry['id']} of {backups} lists {wrong!r}, which is no file of a codebase")
-    return files
-
-
-def is_sha(text):
-    return isinstance(text, str) and len(text) == 64 and all(c in "0123456789abcdef" for c in text)
-
-
-def is_codebase(rel):
-    """Whether a relative path names a file of a codebase: plain text, no part empty, "." or starting with ".", no
-    folder the keeper's or a cache, not the keeper's or the person's file."""
-    parts = rel.split("/") if isinstance(rel, str) else [""]
-    return plain_text(rel) and all(part and not part.startswith(".") for part in parts) and \
-        not any(part.casefold() in NOT_CODE for part in parts[:-1]) and \
-        rel.casefold() not in {p.casefold() for p in GUARDED + STEERING}
-
-
+# --- a fork's store, made from another's ---------------------------------------------------------------
 def fork_store(source, entry, backups, iteration):
-    """Make `backups` a new store whose one snapshot, genesis, holds what snapshot `entry` of the store `source`
+    """Make `backups` a new store whose one snapshot, genesis, holds what snapshot `entry` of the Reader `source`
     holds, the state before iteration `iteration`: its objects are hard links to source's (objects are never written
     in place, so sharing one is safe), or copies where a link cannot be made. {"entry", "linked", "copied": bytes}."""
-    files, shared = files_in(source, entry), {"linked": 0, "copied": 0}
+    files, shared = source.codebase_of(entry), {"linked": 0, "copied": 0}
     listing, folders = listings(files)
     for sha in set(files.values()) | set(folders):
-        there, here = source / "objects" / sha[:2] / sha[2:], backups / "objects" / sha[:2] / sha[2:]
+        here = backups / "objects" / sha[:2] / sha[2:]
         here.parent.mkdir(parents=True, exist_ok=True)
-        if not there.exists():  # a listing an older fallback.py never stored
-            here.write_bytes(folders[sha])
-        else:
-            share_object(there, here, shared)
+        share_object(source.object_path(sha), here, shared)
     write_atomically(backups / "0001.json", listing)
     kept = {key: entry[key] for key in ("good", "passing", "score", "judged") if key in entry}
-    genesis = {"id": "0001", "time": utc_now(), "iteration": iteration, "kind": "genesis", "good": False, **kept,
-               "digest": hashlib.sha256(listing).hexdigest(), "count": len(files), "forked": entry["id"]}
+    genesis = {"id": "0001", "time": stamp(utc_now()), "iteration": iteration, "kind": "genesis", "good": False,
+               **kept, "digest": hashlib.sha256(listing).hexdigest(), "count": len(files), "forked": entry["id"]}
     write_atomically(backups / "index.json", json.dumps({"iteration": iteration - 1, "snapshots": [genesis]}, indent=1))
     return {"entry": genesis, **shared}
 
@@ -440,3 +463,16 @@ def share_object(there, here, shared):
         shutil.copyfile(there, here)
         os.chmod(here, 0o444)
         shared["copied"] += here.stat().st_size
+
+
+def is_sha(text):
+    return isinstance(text, str) and len(text) == 64 and all(c in "0123456789abcdef" for c in text)
+
+
+def is_codebase(rel):
+    """Whether a relative path names a file of a codebase: plain text, no part empty, "." or starting with ".", no
+    folder the keeper's or a cache, not the keeper's or the person's file."""
+    parts = rel.split("/") if isinstance(rel, str) else [""]
+    return plain_text(rel) and all(part and not part.startswith(".") for part in parts) and \
+        not any(part.casefold() in NOT_CODE for part in parts[:-1]) and \
+        rel.casefold() not in {p.casefold() for p in GUARDED + STEERING}

@@ -131,6 +131,7 @@ def forked(recorded, tmp_path_factory):
     root, fake = recorded[:2]
     target, before = tmp_path_factory.mktemp("forks") / "fork", tree(root)
     made = fallback(root, user_env(fake), "--fork", "3", str(target))
+    assert made.returncode == 0, made.stderr
     after = tree(root)
     fake.reply(api.answer([("tags.py", "def tags(text):\n    return [w for w in text.split() if w[:1] == '#']\n")],
                           model="gemini-2.5-flash-lite"))
@@ -145,8 +146,8 @@ def codebase(root):
 
 def state(root, sid):
     """{path: bytes} of a snapshot of root's store."""
-    files = load_keeper("snapshots").files_in(root / "backups", {"id": sid})
-    return {rel: (root / "backups" / "objects" / sha[:2] / sha[2:]).read_bytes() for rel, sha in files.items()}
+    store = load_keeper("snapshots").Reader(root)
+    return {rel: store.read(sha) for rel, sha in store.files_of({"id": sid}).items()}
 
 
 def test_a_fork_holds_the_state_after_its_iteration_and_names_its_parent(recorded, forked, tmp_path):
@@ -230,8 +231,8 @@ def test_a_record_from_an_older_keeper_is_read_as_it_is_and_refused_a_replay_in_
     (workspace / "backups").mkdir()
     old = sqlite3.connect(workspace / "backups" / "record.sqlite")
     runs = record.SCHEMA[record.SCHEMA.index("CREATE TABLE IF NOT EXISTS runs"):record.SCHEMA.index("CREATE INDEX")]
-    old.executescript(record.SCHEMA.replace(runs, ""))  # as an older keeper made it: no runs, no budget
-    old.execute("INSERT INTO iterations (number, kind, outcome, facts) VALUES (1, 'no change', 'no change', '[]')")
+    old.executescript(record.SCHEMA.replace(runs, "").replace(",\n  budget INTEGER", ""))  # no runs, no budget
+    old.execute("INSERT INTO iterations (number, kind, outcome) VALUES (1, 'no change', 'no change')")
     old.commit()
     old.close()
     assert [row["outcome"] for row in record.iterations(workspace)] == ["no change"]
@@ -241,4 +242,4 @@ def test_a_record_from_an_older_keeper_is_read_as_it_is_and_refused_a_replay_in_
     assert done.returncode == 78 and done.stdout == "" and done.stderr.count("\n") == 1
     assert "was made by an older keeper, which kept no runs" in done.stderr and tree(workspace) == before
     record.Writer(workspace / "backups" / "record.sqlite").db.close()
-    assert "budget" in record.columns_of(sqlite3.connect(workspace / "backups" / "record.sqlite"), "iterations")
+    assert "budget" in record.columns_of(sqlite3.connect(workspace / "backups" / "record.sqlite"))
