@@ -155,8 +155,6 @@ examples:
   python fallback.py --demo                  watch three iterations offline, no key needed
   python fallback.py --iterations 5          five iterations, then a summary
   python fallback.py --goal ideas.md --model gemini-3.5-flash-lite   one run with another goal and model
-  python fallback.py --fork 12 ../other && cd ../other && python fallback.py --model gemma-4-31b-it
-                                             from iteration 12 on, with another model (docs/experiments.md)
 """
 
 

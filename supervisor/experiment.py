@@ -58,7 +58,7 @@ def replay(folder, version):
     except (Untrusted, OSError) as why:  # a store written by hand, or missing an object
         shutil.rmtree(place, ignore_errors=True)
         return refuse(f"{why}: it is not replayed")
-    judged = Comparison(folder, recorded, copy)
+    judged = Comparison(folder, recorded, copy, starts[0]["first"] - 1)
     try:
         for start, count in pairs_of(starts, record.last_number(recorded)):
             if not run_start(recorded, copy, start, count, judged, place / "keeper.log"):
@@ -146,26 +146,13 @@ def run_start(recorded, copy, start, count, judged, log):
     before its last iteration."""
     put_steering(copy, start)
     settings = start["settings"] if isinstance(start["settings"], dict) else {}
-    env = {name: value for name, value in os.environ.items()
-           if not name.startswith(("GEMINI_", "OPENAI_", "SEED_")) or name in CONFINING}
-    env.update({name: value for name, value in settings.items() if name not in CONFINING
-                and record.SETTING.fullmatch(name) and isinstance(value, str) and record.VALUE.fullmatch(value)},
-               SEED_REPLAY=str(recorded), SEED_REPLAY_FROM=str(start["first"]), GEMINI_API_KEY="replay-offline")
     timeout = settings.get("--timeout")
     command = [sys.executable, str(copy / "fallback.py"), "--iterations", str(count), "--delay", "0",
                "--timeout", str(timeout if isinstance(timeout, (int, float)) and timeout > 0 else 900)]
     with log.open("ab") as output:
-        keeper = subprocess.Popen(command, cwd=copy, env=env, stdout=output, stderr=subprocess.STDOUT,
-                                  stdin=subprocess.DEVNULL)
-        try:
-            while keeper.poll() is None:
-                judged.catch_up()
-                time.sleep(POLL)
-        finally:
-            if keeper.poll() is None:
-                keeper.terminate()  # ours, by its id: Ctrl+C reached it too, and it stops cleanly
-                keeper.wait()
-    judged.catch_up()
+        keeper = subprocess.Popen(command, cwd=copy, env=replay_env(settings, recorded, start["first"]),
+                                  stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        follow(keeper, judged)
     if judged.seen < start["first"] + count - 1:
         tail = log.read_text("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
         judged.stopped(start["first"] + count - 1, f"the replay's keeper stopped (exit {keeper.returncode}): {tail[0]}")
@@ -173,12 +160,36 @@ def run_start(recorded, copy, start, count, judged, log):
     return True
 
 
+def replay_env(settings, recorded, first):
+    """The environment of the copy's keeper: this one's, less the backends' settings and the SEED_ ones, which the
+    start's recorded settings give back (those that confine the model's code stay yours), and the replay's own."""
+    env = {name: value for name, value in os.environ.items()
+           if not name.startswith(("GEMINI_", "OPENAI_", "SEED_")) or name in CONFINING}
+    env.update({name: value for name, value in settings.items() if name not in CONFINING
+                and record.SETTING.fullmatch(name) and isinstance(value, str) and record.VALUE.fullmatch(value)},
+               SEED_REPLAY=str(recorded), SEED_REPLAY_FROM=str(first), GEMINI_API_KEY="replay-offline")
+    return env
+
+
+def follow(keeper, judged):
+    """Compare the replay's rows as they appear, until its keeper ends (stopped, by its id, if this one is)."""
+    try:
+        while keeper.poll() is None:
+            judged.catch_up()
+            time.sleep(POLL)
+    finally:
+        if keeper.poll() is None:
+            keeper.terminate()  # Ctrl+C reached it too: it stops cleanly
+            keeper.wait()
+    judged.catch_up()
+
+
 class Comparison:
     """The recorded run and its replay, compared iteration by iteration as the replay's rows appear."""
 
-    def __init__(self, folder, recorded, copy):
+    def __init__(self, folder, recorded, copy, since):
         self.folder, self.recorded, self.copy = folder, recorded, copy
-        self.seen, self.first, self.said = 0, None, {"same": 0, "differs": 0, "skipped": 0}
+        self.seen, self.first, self.said = since, None, {"same": 0, "differs": 0, "skipped": 0}
         self.stores, self.decoded = (Reader(folder), Reader(copy)), {recorded: {}, copy: {}}
         self.origin = {e["id"]: e for e in self.stores[0].snapshots()}
 
