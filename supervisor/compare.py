@@ -34,14 +34,20 @@ def write_compare(root, folders):
     chosen = list(dict.fromkeys(Path(folder).resolve() for folder in [root, *folders]))
     empty = next((folder for folder in chosen if not record.path_of(folder).is_file()), None)
     if empty:
-        print(f"fallback: {empty} holds no record (backups/record.sqlite): compare folders the keeper has run in",
-              file=sys.stderr)
-        return EX_CONFIG
+        return refuse(f"{empty} holds no record (backups/record.sqlite): compare folders the keeper has run in")
     runs = [read_run(folder, LETTERS[n % 26] + str(n // 26 or "")) for n, folder in enumerate(chosen)]
     join_forks(runs)
-    write_atomically(root / "compare.html", render_page(root, runs))
+    try:
+        write_atomically(root / "compare.html", render_page(root, runs))
+    except OSError as error:
+        return refuse(f"cannot write compare.html ({error.strerror or error}): make the folder writable")
     print(f"the comparison of {len(runs)} run(s) is in {root / 'compare.html'}: open it in a browser")
     return 0
+
+
+def refuse(message):
+    print(f"fallback: {message}", file=sys.stderr, flush=True)
+    return EX_CONFIG
 
 
 # --- reading each run -----------------------------------------------------------------------------
@@ -58,7 +64,7 @@ def read_run(root, letter):
     counts = measure_states(store, snapshots, load_cache(root)["folders"], {})
     growth = [(at, *counts[e["id"]]) for at, e in state_snapshots(snapshots) if e["id"] in counts]
     return {"root": root, "letter": letter, "identity": record.identity(root), "rows": rows, "spent": spent,
-            "growth": growth, "by_model": by_model(rows), "lead": [], "offset": 0}
+            "growth": growth, "by_model": by_model(rows), "offset": 0}
 
 
 def by_model(rows):

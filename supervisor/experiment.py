@@ -373,7 +373,7 @@ def lay_out_fork(build, entry, after, version):
 
 def log_until(after):
     """iteration_log.md for a fork: its parent's last sections up to `after`, as much as the working copy shows."""
-    sections = [section_of(row) for row in record.iterations(ROOT, until=after, last=200)]
+    sections = [redact(section_of(row)) for row in record.iterations(ROOT, until=after, last=200)]
     while sum(map(len, sections)) > LOG_SHOWN:
         sections.pop(0)
     return LOG_HEAD + f"\nForked from {ROOT} after iteration {after}; its record holds every iteration.\n" + \

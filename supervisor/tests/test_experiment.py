@@ -193,6 +193,14 @@ def test_compare_draws_both_runs_and_the_fork_on_a_page_that_fetches_nothing(rec
     assert '<meta name="viewport" content="width=device-width' in page and "prefers-color-scheme:dark" in page
 
 
+def test_compare_refuses_a_folder_that_holds_no_run_with_one_line(recorded, tmp_path):
+    root = recorded[0]
+    before = tree(root)
+    done = fallback(root, user_env(recorded[1]), "--compare", str(tmp_path))
+    assert done.returncode == 78 and done.stdout == "" and done.stderr.count("\n") == 1
+    assert f"{tmp_path} holds no record" in done.stderr and tree(root) == before  # no compare.html either
+
+
 @pytest.mark.parametrize("how, says", [
     ("not empty", "is not an empty folder: fork into a new or an empty one"),
     ("inside", "is inside this folder, whose codebase it would join"),
