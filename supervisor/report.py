@@ -101,7 +101,7 @@ h3{font-size:1em;margin:1em 0 .3em}
 a{color:var(--accent)}nav a{margin-right:.8em;white-space:nowrap}.muted{color:var(--muted);font-size:.9em}
 code,pre{font:12.5px/1.45 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
 pre{background:var(--card);border:1px solid var(--line);border-radius:6px;padding:8px;overflow-x:auto;margin:.4em 0;
-overflow-wrap:normal}
+overflow-wrap:normal}pre.diff{white-space:pre-wrap;overflow-wrap:anywhere}
 .goal{background:var(--card);border-radius:6px;padding:2px 12px}.goal pre{background:var(--bg)}
 .tiles{display:grid;grid-template-columns:repeat(auto-fill,minmax(105px,1fr));gap:6px}
 .tile{background:var(--card);border:1px solid var(--line);border-radius:6px;padding:6px 10px}
@@ -116,7 +116,7 @@ svg .bars{fill:var(--accent)}svg .quota{stroke:var(--rolled);stroke-dasharray:4 
 .key{font-size:.85em;color:var(--muted)}.key span{white-space:nowrap}
 .key i{display:inline-block;width:10px;height:10px;margin:0 4px 0 10px}
 svg.strip{height:16px;margin-top:10px}svg .cell{fill:var(--c);stroke:none}
-table{border-collapse:collapse;font-size:.9em;width:100%;overflow-wrap:normal}
+table{border-collapse:collapse;font-size:.9em;width:100%;overflow-wrap:normal}pre.diff{white-space:pre-wrap;overflow-wrap:anywhere}
 td,th{text-align:left;padding:3px 8px 3px 0;border-bottom:1px solid var(--line);vertical-align:top}
 td.num,th.num{text-align:right}
 td:nth-child(-n+2),.when{white-space:nowrap}
@@ -210,7 +210,7 @@ def render_glance(overall, ledger, now, state):
     uses = [use for models in ledger.values() for use in models.values()]
     tokens = sum(use.get(k, 0) for use in uses for k in ("prompt", "output", "thinking"))
     tiles = [(f"{overall['total']:,}", "iterations")] + [(f"{kinds[k]:,}", k) for k in OUTCOMES if kinds[k]]
-    tiles += [(running_for(overall), "running"), (f"{sum(u.get('requests', 0) for u in uses):,}", "requests"),
+    tiles += [(running_for(overall), "running"), (f"{sum(map(reached, uses)):,}", "requests"),
               (f"{tokens / 1e6:.1f} M" if tokens >= 1e6 else f"{tokens:,}", "tokens")]
     if now:
         tiles += [(f"{now[0]:,}", "files now"), (f"{now[1]:,}", "lines now"), (f"{now[2]:,}", "tests now")]
@@ -218,7 +218,8 @@ def render_glance(overall, ledger, now, state):
     return ('<section id="glance"><h2>At a glance</h2><div class="tiles">'
             + "".join(f'<div class="tile"><b>{value}</b><span>{esc(label)}</span></div>' for value, label in tiles)
             + f'</div>{draw_outcomes(overall)}<p class="muted">Requests and tokens are from the ledger '
-              f'(the requests in the record).{where}</p></section>')
+              f'(the requests in the record that may have reached a model: as its quota counts them).{where}</p>'
+              '</section>')
 
 
 def draw_outcomes(overall):
@@ -245,7 +246,9 @@ def running_for(overall):
     seconds = (times[-1] - times[0]).total_seconds() if len(times) == 2 and all(times) else 0
     if seconds >= 2 * 86400:
         return f"{seconds / 86400:.0f} days"
-    return f"{seconds / 3600:.0f} hours" if seconds >= 2 * 3600 else f"{seconds / 60:.0f} min"
+    if seconds >= 2 * 3600:
+        return f"{seconds / 3600:.0f} hours"
+    return f"{seconds / 60:.0f} min" if seconds >= 60 else "under a minute"
 
 
 # --- charts, drawn as inline SVG -----------------------------------------------------------------
@@ -294,9 +297,16 @@ def draw_growth(points, marks, last):
     return (f'<svg viewBox="0 0 {W} {H}" role="img">{y_axis(top)}'
             f'<path class="area" d="{line}V{BOTTOM}H{x(points[0][0]):.1f}Z"/><path class="line" d="{line}"/>'
             + "".join(f'<path class="{kind}" d="{d}"/>' for kind, d in ticks.items() if d)
-            + f'<text x="{LEFT}" y="{H - 8}">0</text><text x="{x(last):.1f}" y="{H - 8}" text-anchor="end">{last:,}'
-              f'</text>'
-              f'<text x="{(LEFT + x(last)) / 2:.1f}" y="{H - 8}" text-anchor="middle">iteration</text></svg>')
+            + "".join(f'<text x="{x(n):.1f}" y="{H - 22}" text-anchor="{anchor}">{n:,}</text>'
+                      for n, anchor in x_ticks(last))
+            + f'<text x="{(LEFT + x(last)) / 2:.1f}" y="{H - 6}" text-anchor="middle">iteration</text></svg>')
+
+
+def x_ticks(last):
+    """Where the iteration axis is labelled: its ends, and between them at a round step (at most five labels)."""
+    step = nice_top(last / 4) if last >= 4 else last or 1
+    inner = [n for n in range(step, last, step) if last - n >= step / 2]
+    return [(0, "start"), *((n, "middle") for n in inner), (last, "end")]
 
 
 def render_growth(overall, snapshots, counts):
@@ -305,6 +315,7 @@ def render_growth(overall, snapshots, counts):
     if not points:
         return '<section id="growth"><h2>Growth</h2><p>No snapshot is kept yet.</p></section>'
     marks = {"landed": overall["marks"]["landed"], "rolled": overall["marks"]["rolled back"]}
+    pruned = len(points) < overall["kinds"].get("landed", 0) + 1  # genesis and each landing, when all are kept
     last = max([overall["high"]] + [at for at, _ in points] + [1])
     charts = [f'<figure><figcaption>{title}: <b>{points[-1][1][column]:,}</b></figcaption>'
               f'{draw_growth([(at, c[column]) for at, c in points], marks, last)}</figure>'
@@ -315,8 +326,8 @@ def render_growth(overall, snapshots, counts):
                       f'{draw_growth(scores, marks, last)}</figure>')
     return ('<section id="growth"><h2>Growth</h2><div class="charts">' + "".join(charts) + '</div>'
             '<p class="key"><span><i style="background:var(--landed)"></i>landed</span> <span><i style="background:'
-            f'var(--rolled)"></i>rolled back</span> — from the {len(points)} snapshot(s) kept; older ones are '
-            'pruned, the record keeps every iteration.</p></section>')
+            f'var(--rolled)"></i>rolled back</span> — from the {len(points)} snapshot(s) kept'
+            + ('; older ones are pruned, the record keeps every iteration' if pruned else '') + '.</p></section>')
 
 
 def draw_bars(days, values, quota):
@@ -330,7 +341,7 @@ def draw_bars(days, values, quota):
                    for n, v in enumerate(values) if v)
     line = f'<path class="quota" d="M{LEFT} {y(shown):.1f}H{RIGHT}"/>' if shown else ""
     if quota:
-        line += (f'<text x="{RIGHT}" y="{y(shown) + 13 if shown else TOP + 4:.1f}" text-anchor="end">quota {quota} '
+        line += (f'<text x="{RIGHT}" y="{y(shown) + 13 if shown else TOP + 4:.1f}" text-anchor="end">quota {quota:,} '
                  f'a day{"" if shown else ", far above"}</text>')
     ends = (f'<text x="{LEFT}" y="{H - 30}">{esc(days[0][5:])}</text>'
             f'<text x="{RIGHT}" y="{H - 30}" text-anchor="end">{esc(days[-1][5:])}</text>') if len(days) > 1 else \
@@ -348,7 +359,7 @@ def render_requests(ledger, quotas):
     unreached = lambda model: sum(ledger[d].get(model, {}).get("requests", 0) - counted(d, model) for d in days)
     charts = [f'<figure><figcaption><code>{esc(m)}</code>: {sum(counted(d, m) for d in days):,} request(s)'
               f'{f" (and {unreached(m):,} that never reached it)" if unreached(m) else ""}'
-              f'{f", quota {quotas[m]} a day" if m in quotas else ""}</figcaption>'
+              f'{f", quota {quotas[m]:,} a day" if m in quotas else ""}</figcaption>'
               f'{draw_bars(days, [counted(d, m) for d in days], quotas.get(m))}</figure>' for m in models]
     return (f'<section id="requests"><h2>Requests per day</h2><p class="muted">Pacific days, {esc(days[0])} to '
             f'{esc(days[-1])}; the requests that may have reached the model, as its daily quota counts them.</p>'
@@ -358,17 +369,22 @@ def render_requests(ledger, quotas):
 
 def render_costs(ledger, models):
     """A table of what each model cost over the whole ledger: requests, tokens, requests wasted."""
-    total = lambda model, keys: sum(ledger[day].get(model, {}).get(key, 0) for day in ledger for key in keys)
-    wasted = lambda model: sum(sum(ledger[day].get(model, {}).get("wasted", {}).values()) for day in ledger)
-    rows = "".join(f'<tr><td><code>{esc(m)}</code></td><td class="num">{total(m, ["requests"]):,}</td>'
+    uses = lambda model: [ledger[day].get(model, {}) for day in ledger]
+    total = lambda model, keys: sum(use.get(key, 0) for use in uses(model) for key in keys)
+    sent = lambda model: sum(map(reached, uses(model)))
+    unreached = lambda model: total(model, ["requests"]) - sent(model)
+    wasted = lambda model: sum(sum(use.get("wasted", {}).values()) for use in uses(model)) - unreached(model)
+    rows = "".join(f'<tr><td><code>{esc(m)}</code></td><td class="num">{sent(m):,}</td>'
                    f'<td class="num">{total(m, ["prompt", "output", "thinking"]):,}</td>'
-                   f'<td class="num">{wasted(m):,}</td></tr>' for m in models)
+                   f'<td class="num">{wasted(m):,}</td><td class="num">{unreached(m):,}</td></tr>' for m in models)
     return ('<div class="scroll"><table><tr><th>model</th><th class="num">requests</th><th class="num">tokens</th>'
-            f'<th class="num">wasted</th></tr>{rows}</table></div><p class="muted"><b>requests</b>: calls made to the '
-            'model, answered or not; <b>tokens</b>: prompt, answer and thinking together; <b>wasted</b>: requests '
+            f'<th class="num">wasted</th><th class="num">never reached it</th></tr>{rows}</table></div><p '
+            'class="muted"><b>requests</b>: calls that may have reached the model (as its quota counts them), '
+            'answered or not; <b>tokens</b>: prompt, answer and thinking together; <b>wasted</b>: of those, requests '
             'that brought nothing that landed: refused (a per-minute or daily limit, an error) or answered with a '
-            'change that did not land (it failed the gate, or had nothing to apply). Each reason is counted in '
-            'the record (backups/record.sqlite).</p>')
+            'change that did not land (it failed the gate, or had nothing to apply); <b>never reached it</b>: '
+            'requests the network kept from the model, beside the quota. Each reason is counted in the record '
+            '(backups/record.sqlite).</p>')
 
 
 # --- tasks and the timeline ------------------------------------------------------------------------
@@ -390,7 +406,12 @@ def render_tasks(tasks):
 def task_list(tasks, empty):
     if not tasks:
         return f"<p>{empty}</p>"
-    return "<ul>" + "".join(f"<li>{esc(t.text)}{render_detail(t.detail)}</li>" for t in tasks) + "</ul>"
+    return "<ul>" + "".join(f"<li>{esc(said_of(t))}{render_detail(t.detail)}</li>" for t in tasks) + "</ul>"
+
+
+def said_of(task):
+    """What a task says, without the keeper's failure bracket."""
+    return " ".join(task.failure.string[:task.failure.start()].split()) if task.failure else task.text
 
 
 def render_detail(lines, label="details"):
@@ -399,9 +420,9 @@ def render_detail(lines, label="details"):
 
 def render_failure(task):
     failure = task.failure
-    text, rest = failure.string[:failure.start()].rstrip(), failure.string[failure.end():]
-    return (f'<div class="fact"><span class="count" title="times">×{esc(failure[2])}</span>{esc(text)}'
-            f'<span class="muted"> — since {esc(failure[3])}, {esc(failure[4])}{esc(rest)}</span>'
+    return (f'<div class="fact"><span class="count" title="times">×{esc(failure[2])}</span>{esc(said_of(task))}'
+            f'<span class="muted"> — since {esc(failure[3])}, {esc(failure[4])}{esc(failure.string[failure.end():])}'
+            '</span>'
             f'{render_detail(task.detail, "its output")}</div>')
 
 
@@ -473,7 +494,7 @@ def render_diff(diff):
     shown = "\n".join(f'<span class="{diff_class(line)}">{esc(line)}</span>' if diff_class(line) else esc(line)
                       for line in lines)
     return (f'<details{" open" if len(lines) <= DIFF_OPEN else ""}><summary>diff, snapshot {esc(before["id"])} → '
-            f'{esc(after["id"])} ({len(lines)} line(s))</summary><pre>{shown}</pre></details>')
+            f'{esc(after["id"])} ({len(lines)} line(s))</summary><pre class="diff">{shown}</pre></details>')
 
 
 def diff_class(line):

@@ -4,6 +4,7 @@ Neither makes a generation request: --status reads the record (backups/record.sq
 requests), the tasks, the gateway's memory and backups/; --models asks the API (or the local server) which
 models it offers.
 """
+import json
 import os
 import sys
 from datetime import datetime, timezone
@@ -105,6 +106,23 @@ def list_models():
     return backends.list_models(os.environ)
 
 
+def readable(text):
+    """An answer's text as a person reads it: an answer object (tasks, done, files) laid out with each file's text
+    as it is, not one line of escaped JSON; any other text as it is."""
+    try:
+        answer = json.loads(text)
+    except ValueError:
+        return text
+    if not isinstance(answer, dict) or not isinstance(answer.get("files"), list):
+        return text
+    lines = [f"tasks: {json.dumps(answer.get('tasks'), ensure_ascii=False)}",
+             f"done: {json.dumps(answer.get('done'), ensure_ascii=False)}"]
+    for item in answer["files"]:
+        item = item if isinstance(item, dict) else {}
+        lines += [f"~~~ file {item.get('path')!r}", str(item.get("content")), "~~~"]
+    return "\n".join(lines)
+
+
 def print_iteration(number):
     """--show N: what the model was asked at iteration N (the prompt as sent), what it answered (as received and
     as cleaned for the seed), and what came of it, from the record; 2 (a command-line mistake) with one line if there
@@ -125,7 +143,7 @@ def print_iteration(number):
                            ("the answer as cleaned for the seed", "cleaned")):
             data = found.get(key) or b""
             print(f"--- {title} ({len(data):,} bytes){', its text' if record.texts_of(data) else ''}:")
-            for line in (record.texts_of(data) or data.decode("utf-8", "replace")).splitlines():
+            for line in readable(record.texts_of(data) or data.decode("utf-8", "replace")).splitlines():
                 print(printable(line))
     if row["output"]:
         print("\n=== the output that shows it (its last lines):")

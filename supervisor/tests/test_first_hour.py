@@ -367,3 +367,26 @@ def test_models_offline_is_one_short_line_naming_what_to_check(workspace, env):
     done = run_fallback(workspace, env, "--models")
     assert done.returncode == 75 and done.stderr == "fallback: cannot reach http://127.0.0.1:9 (ConnectionError): " \
         "check the network, or GEMINI_API_BASE in .env\n"
+
+
+def test_after_an_offline_run_the_page_and_status_count_the_same_requests(workspace, env):
+    env["GEMINI_API_BASE"] = "http://127.0.0.1:9"  # nothing listens: every request fails before it reaches a model
+    done = run_fallback(workspace, env, "--iterations", "1")
+    assert done.returncode == 0, done.stderr
+    status = run_fallback(workspace, env, "--status").stdout
+    unreached = int(re.search(r"gemini-3.5-flash\s+0 request\(s\), 0 wasted.*\(and (\d+) that never reached it\)",
+                              status)[1])
+    page = (workspace / "report.html").read_text()
+    row = re.search(r"<tr><td><code>gemini-3.5-flash</code></td>(.*?)</tr>", page)[1]
+    assert re.findall(r'class="num">([\d,]+)<', row) == ["0", "0", "0", str(unreached)]
+    assert '<b>0</b><span>requests</span>' in page and unreached > 0
+
+
+def test_show_lays_out_the_answer_says_the_reason_once_and_shows_the_failing_output(workspace, env, gemini):
+    gemini.reply(api.answer([("calc.py", "def add(a, b):\n    return a - b\n"),
+                             ("tests/test_calc.py", "from calc import add\n\n\ndef test_add():\n    assert add(2, 2) == 4\n")]))
+    assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
+    shown = run_fallback(workspace, env, "--show", "1").stdout
+    assert "~~~ file 'calc.py'\ndef add(a, b):\n    return a - b\n" in shown  # the file as it is, not escaped JSON
+    assert shown.count("- Reason: tests failed") == 1 and shown.endswith("what came of it: rolled back: tests failed\n")
+    assert "=== the output that shows it" in shown and "assert 0 == 4" in shown
