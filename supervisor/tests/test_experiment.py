@@ -251,3 +251,20 @@ def test_a_record_from_an_older_keeper_is_read_as_it_is_and_refused_a_replay_in_
     assert "was made by an older keeper, which kept no runs" in done.stderr and tree(workspace) == before
     record.Writer(workspace / "backups" / "record.sqlite").db.close()
     assert "budget" in record.columns_of(sqlite3.connect(workspace / "backups" / "record.sqlite"))
+
+
+def test_an_iteration_the_world_left_unanswered_is_skipped_and_the_next_replays_the_same(workspace, env, gemini):
+    """Requests the world refused are not the run's: an iteration that got no answer is replayed as a wait of no
+    length, said skipped, and the iterations after it replay the same."""
+    for _ in range(3):  # a per-minute limit, met three times: the iteration waits, unanswered
+        gemini.reply(api.per_minute("0.2s"))
+    gemini.reply(api.answer([("a.py", "a = 1\n")]))
+    done = fallback(workspace, env, "--iterations", "2", "--delay", "0")
+    assert done.returncode == 0, done.stdout + done.stderr
+    asked = len(gemini.requests)
+    replayed = fallback(workspace, env, "--replay")
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    lines = iteration_lines(replayed.stdout)
+    assert lines[0].startswith("iteration 1: skipped: the record holds no answer to serve (waiting until ")
+    assert lines[1] == "iteration 2: the same (landed: 1 file(s) changed)" and len(lines) == 2
+    assert "all 1 iteration(s) replayed the same (1 skipped)" in replayed.stdout and len(gemini.requests) == asked
