@@ -304,7 +304,7 @@ def draw_growth(points, marks, last):
 
 def x_ticks(last):
     """Where the iteration axis is labelled: its ends, and between them at a round step (at most five labels)."""
-    step = nice_top(last / 4) if last >= 4 else last or 1
+    step = int(nice_top(last / 4)) if last >= 4 else last or 1  # a whole number: range() takes no float
     inner = [n for n in range(step, last, step) if last - n >= step / 2]
     return [(0, "start"), *((n, "middle") for n in inner), (last, "end")]
 
