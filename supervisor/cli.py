@@ -128,7 +128,7 @@ def config_error(message):
 
 def what_to_free(error):
     """What a person can do about a write that failed."""
-    denied = error.errno in (errno.EACCES, errno.EPERM, errno.EROFS)
+    denied = getattr(error, "errno", None) in (errno.EACCES, errno.EPERM, errno.EROFS)  # SQLite's errors have none
     return "make the folder writable" if denied else "free some disk space"
 
 
