@@ -87,10 +87,9 @@ def supervise(args, index, gateway):
             if row:  # else nothing ran: no iteration to number, log or report
                 report(row, result.headline(local_time), totals)
             done, recorded = done + 1, recorded + bool(row)  # a wait before asking counts toward --iterations
-            rests = result.until or result.outcome is Outcome.STOPPED or args.delay >= PAGE_EVERY or \
-                (args.iterations and done >= args.iterations)
-            if rests or time.monotonic() - page.drawn >= PAGE_EVERY:
-                page.draw()
+            ending = result.outcome is Outcome.STOPPED or (args.iterations and done >= args.iterations)
+            if not ending and (result.until or args.delay >= PAGE_EVERY or time.monotonic() - page.drawn >= PAGE_EVERY):
+                page.draw()  # the last is drawn as the loop ends
             if result.outcome is Outcome.STOPPED:
                 say(f"stopped: {result.reason}", "stopped")
                 return EX_CONFIG
@@ -104,7 +103,7 @@ def supervise(args, index, gateway):
         say("interrupted: the seed is stopped, the codebase is consistent, the lock is free")
         return 130
     finally:
-        page.draw()  # the last iterations, Ctrl+C's own row included, are on the page
+        cli.write_report()  # the last iterations, Ctrl+C's own row included, are on the page: it stops reloading
         say(summary(recorded, totals, grown_from, snap.codebase_size()))
 
 
@@ -156,7 +155,7 @@ class Page:
 
     def draw(self):
         if self.due:
-            cli.write_report()
+            cli.write_report(live=True)  # while the loop runs, the page reloads itself
             self.drawn, self.due = time.monotonic(), False
 
 
@@ -256,6 +255,10 @@ def main(argv=None):
         return cli.config_error(str(error))
     signal.signal(signal.SIGTERM, stop_on_sigterm)
     journal.start_log()
+    try:  # the run's identity, and what a replay needs of this start
+        book.writer().begin_run(cli.VERSION, type(gateway.backend).__name__, gateway.models, args.timeout)
+    except (OSError, book.sqlite3.Error) as error:  # a full disk: the loop waits for room, as for anything it writes
+        say(f"cannot write this start into the record ({error}): {cli.what_to_free(error)}")
     say(f"supervising {ROOT} ({'forever' if args.iterations == 0 else f'{args.iterations} iteration(s)'}); "
         f"Ctrl+C stops. Progress: {LOG.name}")
     say(f"the model's code runs in {WORK.relative_to(ROOT)}/, confined: {CONFINEMENT.text}")

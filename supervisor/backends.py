@@ -12,12 +12,12 @@ last, the default.
 import sys
 from typing import Protocol, runtime_checkable
 
-from . import gemini, openai_compatible
+from . import gemini, openai_compatible, replay
 from .console import redact
 from .gateway import Gateway
 from .settings import EX_CONFIG, EX_UNAVAILABLE
 
-BACKENDS = (openai_compatible, gemini)
+BACKENDS = (replay, openai_compatible, gemini)  # replay: a record's answers, offline
 
 
 @runtime_checkable

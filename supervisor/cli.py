@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-from . import demo, export, report as page, snapshots as snap, status
+from . import compare, demo, experiment, export, report as page, snapshots as snap, status
 from .console import redact, say
 from .preflight import check_setup
 from .settings import EX_CONFIG, NAMED, ROOT, SUSPICION, stamp, utc_now
@@ -31,7 +31,7 @@ def run_by_hand(args, lock_holder):
         return status.print_iteration(args.show)
     if args.report:
         try:
-            print(f"the report is in {page.write_report(ROOT)}: open it in a browser")
+            print(f"the report is in {page.write_report(ROOT, live=bool(lock_holder()))}: open it in a browser")
         except OSError as error:
             return config_error(f"cannot write report.html ({error.strerror or error}): {what_to_free(error)}")
         return 0
@@ -41,6 +41,12 @@ def run_by_hand(args, lock_holder):
         except (ValueError, OSError) as error:
             return config_error(str(error))
         return 0
+    if args.replay:  # these three read this folder (and others), and write elsewhere or compare.html only
+        return experiment.replay(Path(args.replay), VERSION)
+    if args.fork:
+        return experiment.fork(*args.fork, VERSION)
+    if args.compare:
+        return compare.write_compare(ROOT, [Path(folder) for folder in args.compare])
     if args.materialise:
         entry = snap.find_snapshot(snap.load_index(), args.materialise)
         return snap.materialise(entry) if entry else no_such_snapshot(args.materialise)
@@ -102,10 +108,11 @@ def keep_by_hand(index, wanted):
     return 0
 
 
-def write_report():
-    """Rewrite report.html; the page is for watching, so no fault of its own ever stops the loop."""
+def write_report(live=False):
+    """Rewrite report.html (`live`: while the loop runs, so it reloads itself); the page is for watching, so no
+    fault of its own ever stops the loop."""
     try:
-        page.write_report(ROOT)
+        page.write_report(ROOT, live=live)
     except Exception as error:  # noqa: BLE001 (the loop goes on whatever the page meets)
         say(f"report.html was not rewritten ({type(error).__name__}: {error})")
 
@@ -121,7 +128,7 @@ def config_error(message):
 
 def what_to_free(error):
     """What a person can do about a write that failed."""
-    denied = error.errno in (errno.EACCES, errno.EPERM, errno.EROFS)
+    denied = getattr(error, "errno", None) in (errno.EACCES, errno.EPERM, errno.EROFS)  # SQLite's errors have none
     return "make the folder writable" if denied else "free some disk space"
 
 
@@ -137,10 +144,11 @@ settings (in .env, or the environment, which wins; all of them: docs/settings.md
 
 exit codes:
   0    done (--iterations reached, or a command by hand)
-  1    another supervisor is running on this folder
+  1    another supervisor is running on this folder; or --replay: an iteration differs
   2    a command-line mistake
   75   the model server or the API could not be reached (--models)
-  78   something to fix first: one line says what (Python, packages, .env, goal.md, a setting)
+  78   something to fix first: one line says what (Python, packages, .env, goal.md, a setting,
+       a --fork into a folder that is not empty)
   130  stopped with Ctrl+C (running again resumes)
 
 examples:
@@ -178,6 +186,13 @@ def parse_args(argv):
     by_hand.add_argument("--export-git", metavar="DIR", help="write the landed history to DIR as a git repository, one "
                                                              "commit per landed state kept in backups/ (again: adds "
                                                              "the new ones)")
+    by_hand.add_argument("--replay", nargs="?", const=str(ROOT), metavar="FOLDER", help="replay the run recorded in "
+                         "FOLDER (default: this one) offline, in a throwaway copy, each answer from its record; one "
+                         "line per iteration; exit 1 if one differs")
+    by_hand.add_argument("--fork", nargs=2, metavar=("N", "DIR"), help="make DIR (new or empty) a workspace whose "
+                         "codebase is this one's after iteration N (or snapshot N, as --list-backups shows it)")
+    by_hand.add_argument("--compare", nargs="+", metavar="DIR", help="write compare.html: this run and the runs in "
+                         "the DIRs side by side")
     by_hand.add_argument("--list-backups", action="store_true", help="list the snapshots in backups/ and exit")
     by_hand.add_argument("--materialise", metavar="ID", help="write snapshot ID's files to backups/ID/ to look "
                                                                 "at, and exit")

@@ -93,6 +93,7 @@ class Result:
     confinement: str = ""
     waste: str | None = None       # why the model's answer was spent for nothing, for the ledger
     asked: bool = True             # False: the model was not asked and nothing ran (no iteration to record)
+    budget: int | None = None      # the prompt budget the seed was given (a replay gives it the same)
 
     def headline(self, moment=lambda until: f"{until:%Y-%m-%d %H:%M} UTC"):
         """The outcome as people read it: its kind, until when (as `moment` writes a time), then what it says."""
@@ -171,7 +172,7 @@ def run_iteration(number, index, timeout, memory, gateway, confinement=""):
         raise
     finally:
         UNDER_WAY.unlink(missing_ok=True)
-    result.confinement, result.refusals = confinement, refusals(output)
+    result.confinement, result.refusals, result.budget = confinement, refusals(output), plan["budget"]
     if run.said["answered"] and result.outcome is not Outcome.LANDED:
         result.waste = waste_of(result)
         gateway.record_waste(run.said["model"], result.waste)

@@ -10,23 +10,31 @@ with lines added and removed, tasks, the gate's counts and time, the score, and 
 section shows), requests (the ledger's facts per request: model, tokens, kind, latency, wasted and why),
 exchanges (each request's body as sent upstream, its answer as received and as cleaned for the seed;
 a prompt is stored as a zlib'd delta from the one before it, each chain of CHAIN starting whole), carried
-(usage.json's counts from before the record) and kept (the files an old workspace was migrated from).
+(usage.json's counts from before the record), kept (the files an old workspace was migrated from) and runs
+(one row per start of the keeper on the folder: the run's identity, its parent if it was forked, and what a
+replay needs that is not the code: the goal, the tasks and the person's evaluate.py as they were, the log's
+tail at the first start, the settings that change what the keeper does).
 SQLite in WAL mode; each write is one transaction, so a kill -9 leaves it whole. Views never parse each other:
 the one place that reads the old log's prose is migrate().
 """
 import functools
+import hashlib
 import json
 import os
 import re
+import secrets
 import sqlite3
 import zlib
 from difflib import SequenceMatcher
+from urllib.request import pathname2url
 
 from . import tallies
 from .console import redact
 from .iteration import Outcome
 from .journal import logs_set_aside
-from .settings import KEY_SHAPES, LOG, LOGS_ASIDE, QUOTA, ROOT, TASK_LINES, USAGE, read_stamp, stamp, utc_now
+from .settings import (KEY_SHAPES, LOG, LOGS_ASIDE, QUOTA, ROOT, STEERING, TASK_LINES, USAGE, read_stamp, source_of,
+                       stamp, tail_of, utc_now)
+from .terrarium import LOG_SHOWN
 
 NAME = "record.sqlite"
 CHAIN = 50            # prompts stored as deltas one after the other before one is stored whole again
@@ -38,7 +46,8 @@ CREATE TABLE IF NOT EXISTS iterations (number INTEGER PRIMARY KEY, started TEXT,
   snapshot_after TEXT, restored TEXT, kept TEXT, files TEXT, lines_added INTEGER, lines_removed INTEGER, tasks TEXT,
   done TEXT, refused TEXT, not_landed TEXT, outside TEXT, refusals TEXT, requests INTEGER, prompt_tokens INTEGER,
   output_tokens INTEGER, thinking_tokens INTEGER, passing TEXT, tests_passing INTEGER, tests_ran TEXT,
-  gate_seconds REAL, score REAL, scores TEXT, salvaged TEXT, stalled TEXT, confinement TEXT, output TEXT);
+  gate_seconds REAL, score REAL, scores TEXT, salvaged TEXT, stalled TEXT, confinement TEXT, output TEXT,
+  budget INTEGER);
 CREATE TABLE IF NOT EXISTS requests (id INTEGER PRIMARY KEY, iteration INTEGER, day TEXT, model TEXT, kind TEXT,
   prompt_tokens INTEGER, output_tokens INTEGER, thinking_tokens INTEGER, latency REAL, wasted TEXT);
 CREATE TABLE IF NOT EXISTS exchanges (request INTEGER PRIMARY KEY, chain INTEGER, prompt BLOB, answer BLOB,
@@ -46,6 +55,8 @@ CREATE TABLE IF NOT EXISTS exchanges (request INTEGER PRIMARY KEY, chain INTEGER
 CREATE TABLE IF NOT EXISTS carried (day TEXT, model TEXT, requests INTEGER, prompt INTEGER, output INTEGER,
   thinking INTEGER, kinds TEXT, wasted TEXT, PRIMARY KEY (day, model));
 CREATE TABLE IF NOT EXISTS kept (name TEXT PRIMARY KEY, content BLOB);
+CREATE TABLE IF NOT EXISTS runs (started TEXT, id TEXT NOT NULL, version TEXT, backend TEXT, models TEXT,
+  first INTEGER, steering TEXT, log TEXT, settings TEXT, parent TEXT);
 CREATE INDEX IF NOT EXISTS requests_by_iteration ON requests (iteration);
 CREATE INDEX IF NOT EXISTS exchanges_by_chain ON exchanges (chain);
 """
@@ -84,7 +95,7 @@ def row_of(number, result, seconds, started=None):
             "tests_ran": verdict and verdict.tests_ran, "gate_seconds": result.gate_seconds,
             "score": score.get("score"), "scores": result.score, "salvaged": said.get("salvaged") or "",
             "stalled": result.stalled, "confinement": result.confinement,
-            "output": redact("\n".join(result.output.splitlines()[-TASK_LINES:]))}
+            "output": redact("\n".join(result.output.splitlines()[-TASK_LINES:])), "budget": result.budget}
 
 
 # --- writing ------------------------------------------------------------------------------------------
@@ -100,9 +111,12 @@ class Writer:
         if "facts" in columns_of(self.db):  # a record from before the row's own columns: its facts become them
             with Transaction(self.db):
                 bring_facts_into_columns(self.db)
+        if "budget" not in columns_of(self.db):  # a record from before budgets were kept
+            self.db.execute("ALTER TABLE iterations ADD COLUMN budget INTEGER")
         self.chain, self.base = self.last_prompt()
-        held = [self.db.execute(f"SELECT count(*) FROM {table}").fetchone()[0] for table in ("iterations", "kept")]
-        if not any(held):  # a new record: bring in what today's version kept
+        held = [self.db.execute(f"SELECT count(*) FROM {table}").fetchone()[0] for table in ("iterations", "kept",
+                                                                                             "runs")]
+        if not any(held):  # a new record (not a fork's, which names its parent first): bring in what today's kept
             migrate(self, path.parent.parent)
         if self.db.execute("PRAGMA user_version").fetchone()[0] < tallies.VERSION or not tallies.whole(self.db):
             with Transaction(self.db):  # a new record, one from before the tallies, or rows written without them
@@ -158,6 +172,28 @@ class Writer:
         count = self.db.execute("SELECT count(*) FROM exchanges WHERE chain = ?", (chain,)).fetchone()[0]
         self.chain, self.base = (chain, prompt) if count < CHAIN else (None, None)
 
+    def begin_run(self, version, backend, models, timeout=None, parent=None, root=ROOT):
+        """A row for this start of the keeper on root: the run's id (the first row's, or a new one for a new record),
+        the keeper's version, the backend and models it was given, the number of its first iteration, the goal, tasks
+        and evaluate.py as they are now, the settings that change what the keeper does, and `parent`, {folder, run,
+        iteration, snapshot}, for a fork's first row. The run's id."""
+        earlier = self.db.execute("SELECT id, first FROM runs ORDER BY rowid").fetchall()
+        last = self.db.execute("SELECT max(number) FROM iterations").fetchone()[0] or 0
+        begun = max([first for _, first in earlier], default=(parent or {}).get("iteration", 0) + 1)
+        row = {"started": stamp(utc_now()), "id": earlier[0][0] if earlier else secrets.token_hex(6),
+               "version": f"{version}+{keeper_digest(root)}", "backend": backend, "models": list(models),
+               "first": max(last + 1, begun), "steering": steering_of(root), "settings": settings_of(timeout),
+               "log": None if earlier else text_of(tail_of(root / LOG.name, LOG_SHOWN)), "parent": parent}
+        self.add_run(row)
+        return row["id"]
+
+    def add_run(self, row):
+        """A runs row as it is ({column: value}, its JSON columns as values)."""
+        values = [json.dumps(row[key]) if key in RUN_JSON and row[key] is not None else row[key] for key in RUN_COLUMNS]
+        with Transaction(self.db):
+            self.db.execute(f"INSERT INTO runs ({', '.join(RUN_COLUMNS)}) VALUES ({', '.join('?' * len(values))})",
+                            values)
+
     def carry(self, ledger, files):
         """usage.json's counts and the old files, as a migration brings them in."""
         for day, models in ledger.items():
@@ -174,9 +210,13 @@ COLUMNS = ("number", "started", "ended", "seconds", "model", "kind", "outcome", 
            "snapshot_before", "snapshot_after", "restored", "kept", "files", "lines_added", "lines_removed", "tasks",
            "done", "refused", "not_landed", "outside", "refusals", "requests", "prompt_tokens", "output_tokens",
            "thinking_tokens", "passing", "tests_passing", "tests_ran", "gate_seconds", "score", "scores", "salvaged",
-           "stalled", "confinement", "output")
+           "stalled", "confinement", "output", "budget")
 ADDED = ("until", "failure", "refused", "not_landed", "outside", "refusals", "salvaged", "stalled", "confinement")
 # columns a record from before them gets at the writer's first start (what its old rows said is in `facts`)
+
+
+RUN_COLUMNS = ("started", "id", "version", "backend", "models", "first", "steering", "log", "settings", "parent")
+RUN_JSON = ("models", "steering", "settings", "parent")
 
 
 class Transaction:
@@ -196,6 +236,42 @@ class Transaction:
 def writer(root=ROOT):
     """The keeper's writer for the workspace (made, and an old workspace migrated, at its first start)."""
     return Writer(path_of(root))
+
+
+def keeper_digest(root=ROOT):
+    """Twelve hex digits naming the keeper's code in root (fallback.py and supervisor/'s Python files): the same
+    digits, the same keeper."""
+    digest = hashlib.sha256()
+    for path in sorted([root / "fallback.py", *(root / "supervisor").rglob("*.py")]):
+        if path.is_file() and "__pycache__" not in path.parts:
+            digest.update(f"{path.relative_to(root).as_posix()}\0".encode() + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:12]
+
+
+def steering_of(root=ROOT):
+    """{name: text} of the goal (--goal's file, for this folder), the tasks and evaluate.py as they are in root, each
+    scrubbed of anything shaped like a key; bytes that are not UTF-8 kept (as surrogates)."""
+    found = {}
+    for rel in (*STEERING, "evaluate.py"):
+        path = source_of(rel) if root == ROOT else root / rel
+        if path.is_file():
+            found[rel] = text_of(path.read_bytes())
+    return found
+
+
+def text_of(data):
+    """Bytes as text a JSON column keeps, byte for byte (surrogateescape), scrubbed of anything shaped like a key."""
+    return scrub(data).decode("utf-8", "surrogateescape")
+
+
+def settings_of(timeout):
+    """The settings of this start that change what the keeper does: --timeout and the SEED_ ones, whose values are
+    short words or numbers (nothing else is kept: a value of another shape could be anything)."""
+    kept = {name: value for name, value in os.environ.items() if SETTING.fullmatch(name) and VALUE.fullmatch(value)}
+    return {"--timeout": timeout, **kept} if timeout else {}
+
+
+SETTING, VALUE = re.compile(r"SEED_[A-Z_]{1,40}"), re.compile(r"[\w.,:/=-]{0,80}")
 
 
 def scrub(data):
@@ -257,41 +333,53 @@ def unpack(data, base):
     return undelta(base, inflate(body, base)) if how == b"D" else inflate(body, base)
 
 
-def exchange_from(db, request):
-    """{prompt, answer, cleaned} of a request, as bytes (the prompt decoded along its chain); None if none."""
-    found = db.execute("SELECT chain FROM exchanges WHERE request = ?", (request,)).fetchone()
+def exchange_from(db, request, decoded=None):
+    """{prompt, answer, cleaned} of a request, as bytes (the prompt decoded along its chain); None if none.
+    `decoded`, {chain: (request, prompt)}, keeps the last prompt decoded in each chain, and the next is decoded on
+    from it: read in order (as a replay reads them), each prompt costs one delta, not its chain's every one."""
+    found = db.execute("SELECT chain, answer, cleaned FROM exchanges WHERE request = ?", (request,)).fetchone()
     if not found:
         return None
-    prompt = None
-    for number, packed, answer, cleaned in db.execute(
-            "SELECT request, prompt, answer, cleaned FROM exchanges WHERE chain = ? AND request <= ? ORDER BY request",
-            (found[0], request)):
+    chain, answer, cleaned = found
+    since, prompt = (decoded or {}).get(chain, (-1, None))
+    if since > request:
+        since, prompt = -1, None
+    for packed, in db.execute("SELECT prompt FROM exchanges WHERE chain = ? AND request > ? AND request <= ? "
+                              "ORDER BY request", (chain, since, request)):
         prompt = unpack(packed, prompt)
+    if decoded is not None:
+        decoded[chain] = (request, prompt)
     answer = unpack(answer, prompt)
     return {"prompt": prompt, "answer": answer, "cleaned": unpack(cleaned, answer)}
 
 
 # --- reading ------------------------------------------------------------------------------------------
 def reader(root=ROOT):
-    """A read-only connection to the workspace's record, or None when it has none."""
+    """A read-only connection to the workspace's record, or None when it has none. A record no keeper has open (it
+    has no -wal file beside it) is opened as immutable: reading it then writes nothing in the folder, not even
+    SQLite's -wal and -shm files."""
     path = path_of(root)
     if not path.exists():
         return None
-    return sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+    still = "immutable=1" if not path.with_name(f"{NAME}-wal").exists() else "mode=ro"
+    return sqlite3.connect(f"file:{pathname2url(str(path))}?{still}", uri=True, timeout=30)
 
 
-def iterations(root=ROOT, since=0, last=None, number=None, light=False):
-    """The iterations after `since` in order (or the `last` few, or the one `number`), each a dict of the row
-    (JSON columns read); `light`: only the LIGHT columns read, the others empty (a page of 100,000 iterations
-    shows most as one line)."""
+def iterations(root=ROOT, since=0, last=None, number=None, light=False, until=2 ** 62):
+    """The iterations after `since` (and up to `until`) in order (or the `last` few, or the one `number`), each a
+    dict of the row (JSON columns read); `light`: only the LIGHT columns read, the others empty (a page of 100,000
+    iterations shows most as one line)."""
     db = reader(root)
     if db is None:
         return []
     columns = [name for name in (LIGHT if light else COLUMNS) if name in columns_of(db)]  # an old record's: fewer
-    where = ("number = ?", number) if number is not None else ("number > ?", since)
+    if not columns:  # a record being made
+        db.close()
+        return []
+    where = ("number = ?", (number,)) if number is not None else ("number > ? AND number <= ?", (since, until))
     query = f"SELECT {', '.join(columns)} FROM iterations WHERE {where[0]} ORDER BY number DESC"
     rows = [dict(zip(columns, values)) for values in db.execute(query + (f" LIMIT {int(last)}" if last else ""),
-                                                                 (where[1],))][::-1]
+                                                                 where[1])][::-1]
     db.close()
     for row in rows:
         for key in COLUMNS:
@@ -319,6 +407,45 @@ def summary(root=ROOT, cells=2_000):
     return {**found, "first": ends[0] and ends[0][0], "last": ends[1] and ends[1][0]}
 
 
+def runs(root=ROOT):
+    """The runs rows of root's record, oldest first, their JSON read: [] for a record made before them, or none."""
+    db = reader(root)
+    if db is None:
+        return []
+    held = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs'").fetchone()
+    cursor = db.execute("SELECT * FROM runs ORDER BY rowid") if held else None
+    rows = [dict(zip([column[0] for column in cursor.description], values)) for values in cursor] if cursor else []
+    db.close()
+    for row in rows:
+        for key in RUN_JSON:
+            row[key] = json.loads(row[key]) if row[key] else None
+    return rows
+
+
+def identity(root=ROOT):
+    """The run's identity: {id, started, versions, models, parent ({folder, run, iteration, snapshot} or None),
+    starts}; None for a record made before runs were kept."""
+    rows = runs(root)
+    if not rows:
+        return None
+    return {"id": rows[0]["id"], "started": rows[0]["started"], "starts": len(rows), "parent": rows[0]["parent"],
+            "versions": list(dict.fromkeys(row["version"] for row in rows)),
+            "models": list(dict.fromkeys(model for row in rows for model in row["models"] or []))}
+
+
+def series(root=ROOT):
+    """[{number, kind, model, requests, tokens, score}] of every iteration in order: what runs compared show."""
+    db = reader(root)
+    if db is None:
+        return []
+    keys = ("number", "kind", "model", "requests", "tokens", "score")
+    found = [dict(zip(keys, values)) for values in db.execute(
+        "SELECT number, kind, model, coalesce(requests, 0), coalesce(prompt_tokens, 0) + coalesce(output_tokens, 0) "
+        "+ coalesce(thinking_tokens, 0), score FROM iterations ORDER BY number")]
+    db.close()
+    return found
+
+
 def count(root=ROOT):
     db = reader(root)
     if db is None:
@@ -330,6 +457,14 @@ def count(root=ROOT):
 
 def last_number(root=ROOT):
     return one_value(root, "SELECT max(number) FROM iterations", default=0)
+
+
+def state_after(root, number):
+    """The snapshot holding the codebase as iteration `number` left it: its landing, or the state it restored, or
+    the one it started from (it changed nothing), or the last before it; None for none."""
+    return one_value(root, "SELECT coalesce(snapshot_after, snapshot_before) FROM iterations WHERE number <= ? AND "
+                           "coalesce(snapshot_after, snapshot_before) IS NOT NULL ORDER BY number DESC LIMIT 1",
+                     (number,))
 
 
 def has_row(root, number):
@@ -380,11 +515,11 @@ def requests_of(root, number):
     return found
 
 
-def exchange(root, request):
+def exchange(root, request, decoded=None):
     db = reader(root)
     if db is None:
         return None
-    found = exchange_from(db, request)
+    found = exchange_from(db, request, decoded)
     db.close()
     return found
 

@@ -22,6 +22,7 @@ from .models import Models
 from .settings import NAMED, write_atomically
 
 # --- settings ---------------------------------------------------------------------------------
+REFRESH_SECONDS = 60  # while the keeper runs, the page reloads itself this often (not once it has stopped)
 FULL_CARDS = 200   # newest iterations shown in full (tasks, files, reason, output, diff); older ones as one row each
 OPEN_CARDS = 20    # of those, the newest shown unfolded
 EXCHANGE_CARDS = 20  # of those, the newest with a table of their requests
@@ -33,14 +34,14 @@ OLDER_ROWS = 500   # older iterations listed one row each; those before are reac
 
 
 # --- the page -----------------------------------------------------------------------------------
-def write_report(root, quotas=None):
+def write_report(root, quotas=None, live=False):
     """Write root/report.html from the record (atomically); its path. `quotas`: {model: requests a day},
-    by default as models.py knows them."""
+    by default as models.py knows them; `live`: the keeper is running, and the page reloads itself."""
     root = Path(root)
     run = history.read(root, FULL_CARDS, FULL_CARDS + OLDER_ROWS, STRIP_MOST, diffs=FULL_CARDS)
     quotas = daily_quotas(root, {model for models in run.ledger.values() for model in models}) if quotas is None \
         else quotas
-    write_atomically(root / "report.html", render_page(run, quotas))
+    write_atomically(root / "report.html", render_page(run, quotas, live))
     return root / "report.html"
 
 
@@ -56,7 +57,7 @@ def daily_quotas(root, names):
     return {name: known.get(name)["rpd"] for name in names if said(name) and known.get(name)["rpd"] < float("inf")}
 
 
-def render_page(run, quotas):
+def render_page(run, quotas, live=False):
     now, goal = run.now(), NAMED.get("goal.md", run.root / "goal.md")  # --goal's
     body = [render_goal(goal.read_text("utf-8", "replace") if goal.exists() else ""),
             render_glance(run.overall, run.ledger, run.counts.get(now["id"]) if now else None, now),
@@ -65,18 +66,22 @@ def render_page(run, quotas):
             render_tasks(journal.parse_tasks(journal.read_tasks(run.root / "pending_tasks.md"))),
             render_timeline(run.sections, run.diffs, run.overall["total"])]
     made = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    return PAGE.format(style=STYLE, made=made, body="\n".join(body))
+    refresh = f'<meta http-equiv="refresh" content="{REFRESH_SECONDS}">' if live else ""
+    when = f"; this page reloads itself every {REFRESH_SECONDS} s while the keeper runs" if live else ""
+    return PAGE.format(style=STYLE, made=made, body="\n".join(body), refresh=refresh, when=when,
+                       run=render_identity(run.root, record.identity(run.root)))
 
 
 PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1"><meta name="color-scheme" content="light dark">
-<title>seed: watch it grow</title><style>{style}</style></head>
+{refresh}<title>seed: watch it grow</title><style>{style}</style></head>
 <body><header><h1>seed: watch it grow</h1>
 <nav><a href="#glance">At a glance</a> <a href="#growth">Growth</a> <a href="#requests">Requests</a>
 <a href="#tasks">Tasks</a> <a href="#timeline">Iterations</a></nav>
 <p class="muted">Made {made} from the record (backups/record.sqlite) and the snapshots in backups/; rewritten
-after every iteration.</p></header>
+after every iteration{when}.</p>
+{run}</header>
 {body}
 </body></html>
 """
@@ -128,6 +133,20 @@ ul.files,ol.tasks{margin:.3em 0;padding-left:1.4em}.fact{margin:.2em 0}
 .count{display:inline-block;min-width:2.2em;text-align:center;border-radius:10px;background:var(--rolled);color:#fff;
 font-weight:700;font-size:.85em;margin-right:.4em}
 """
+
+
+def render_identity(root, identity):
+    """The run's identity: its id, the keeper's versions, its models, and the run it was forked from, linked."""
+    if not identity:
+        return ""
+    parent, models = identity["parent"], ", ".join(identity["models"]) or "none yet"
+    line = (f'Run <code>{esc(identity["id"])}</code> · keeper {esc(", ".join(identity["versions"]))} · models '
+            f'{esc(models)}')
+    if parent:
+        link = Path(os.path.relpath(Path(parent["folder"]) / "report.html", root)).as_posix()
+        line += (f' · forked from <a href="{esc(link)}">{esc(parent["folder"])}</a> (run '
+                 f'<code>{esc(parent["run"] or "?")}</code>) after iteration {esc(parent["iteration"])}')
+    return f'<p class="muted" id="run">{line}</p>'
 
 
 def esc(value):

@@ -65,8 +65,8 @@ KNOWN = {  # every setting the keeper reads (a test holds this list to the code)
     "SEED_EVALUATE_SECONDS", "SEED_FAULT_PAUSE", "SEED_FILE_MB", "SEED_FULL_GATE_EVERY", "SEED_GATE_SECONDS",
     "SEED_KEEP_DAILY_DAYS", "SEED_KEEP_LANDED_DAYS", "SEED_LANDING_FILES", "SEED_LANDING_MB", "SEED_LOG_MB",
     "SEED_MEMORY_MB", "SEED_NAMESPACES", "SEED_OPEN_FILES", "SEED_PARALLEL_FROM", "SEED_PROCESSES",
-    "SEED_PROMPT_TOKENS", "SEED_RATCHET", "SEED_REQUESTS_PER_RUN", "SEED_SANDBOX", "SEED_SCORE_TOLERANCE",
-    "SEED_SHM_MB", "SEED_WORK_FILES", "SEED_WORK_MB"}
+    "SEED_PROMPT_TOKENS", "SEED_RATCHET", "SEED_REPLAY", "SEED_REPLAY_FROM", "SEED_REQUESTS_PER_RUN", "SEED_SANDBOX",
+    "SEED_SCORE_TOLERANCE", "SEED_SHM_MB", "SEED_WORK_FILES", "SEED_WORK_MB"}
 OURS = ("GEMINI_", "OPENAI_", "SEED_", "BACKUPS_")  # the prefixes of the keeper's settings
 WRITTEN = set()  # the names .env sets
 
@@ -128,7 +128,7 @@ CONTRACT = "supervisor/tests/test_seed.py"  # the seed's contract: run by the ga
 TEST_SUPPORT = ["supervisor/tests/conftest.py", "supervisor/tests/fake_gemini.py"]  # what the contract needs
 KEEPER = ["fallback.py", "supervisor/", "bench/", "docs/", "backups/", "README.md", "requirements.txt"]  # the keeper's
 STEERING = ["goal.md", "pending_tasks.md"]  # the user's to edit at any time: never snapshotted or restored
-PERSONS = [*STEERING, "evaluate.py", "iteration_log.md", "report.html"]  # the person's: read, never the model's
+PERSONS = [*STEERING, "evaluate.py", "iteration_log.md", "report.html", "compare.html"]  # the person's: not the model's
 NOT_YOURS = [*KEEPER, *PERSONS]  # what the model may not write, besides any name that starts with "."; said in a line
 GUARDED = [rel for rel in NOT_YOURS if not rel.endswith("/")]  # files that are never the codebase's, by any case
 CACHES = {"__pycache__", "node_modules", "venv"}  # folders a run or a person's tools make: not the codebase

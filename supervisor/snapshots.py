@@ -19,7 +19,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from .console import say
-from .untrusted import plain_text
+from .untrusted import Untrusted, plain_text
 from .settings import (BACKUPS, BACKUPS_BYTES, GUARDED, INDEX, KEEP_DAILY_DAYS, KEEP_GOOD, KEEP_LANDED_DAYS,
                        KEEP_LAST, NOT_CODE, OBJECTS, RESTORING, ROOT,
                        STEERING, stamp, utc_now, write_atomically)
@@ -243,6 +243,20 @@ class Reader:
         return {folder + name: sha for folder, listing in self.folders_of(entry).items()
                 for name, sha in self.listing(listing).items()}
 
+    def codebase_of(self, entry):
+        """{path: sha256} of a snapshot whose store may have been written by anyone (a replay's, a fork's): Untrusted
+        when it lists a path that is no codebase's, or an object by anything but its sha256; {} if it is gone."""
+        folders = self.folders_of(entry)
+        listed = {folder: self.listing(sha) if is_sha(sha) else None for folder, sha in folders.items()} \
+            if isinstance(folders, dict) else {"": None}
+        if not all(isinstance(names, dict) for names in listed.values()):
+            raise Untrusted(f"snapshot {entry['id']} of {self.backups} is no listing of files")
+        files = {str(folder) + str(name): sha for folder, names in listed.items() for name, sha in names.items()}
+        wrong = next((rel for rel, sha in files.items() if not (is_codebase(rel) and is_sha(sha))), None)
+        if wrong is not None:
+            raise Untrusted(f"snapshot {entry['id']} of {self.backups} lists {wrong!r}, which is no file of a codebase")
+        return files
+
 
 @functools.lru_cache(maxsize=2048)  # listings never change; this spares reading them for every page
 def listing_of(backups, sha):
@@ -419,3 +433,46 @@ def materialise(entry):
 
 def find_snapshot(index, wanted):
     return next((e for e in index["snapshots"] if e["id"] == wanted.zfill(4)), None)
+
+
+# --- a fork's store, made from another's ---------------------------------------------------------------
+def fork_store(source, entry, backups, iteration):
+    """Make `backups` a new store whose one snapshot, genesis, holds what snapshot `entry` of the Reader `source`
+    holds, the state before iteration `iteration`: its objects are hard links to source's (objects are never written
+    in place, so sharing one is safe), or copies where a link cannot be made. {"entry", "linked", "copied": bytes}."""
+    files, shared = source.codebase_of(entry), {"linked": 0, "copied": 0}
+    listing, folders = listings(files)
+    for sha in set(files.values()) | set(folders):
+        here = backups / "objects" / sha[:2] / sha[2:]
+        here.parent.mkdir(parents=True, exist_ok=True)
+        share_object(source.object_path(sha), here, shared)
+    write_atomically(backups / "0001.json", listing)
+    kept = {key: entry[key] for key in ("good", "passing", "score", "judged") if key in entry}
+    genesis = {"id": "0001", "time": stamp(utc_now()), "iteration": iteration, "kind": "genesis", "good": False,
+               **kept, "digest": hashlib.sha256(listing).hexdigest(), "count": len(files), "forked": entry["id"]}
+    write_atomically(backups / "index.json", json.dumps({"iteration": iteration - 1, "snapshots": [genesis]}, indent=1))
+    return {"entry": genesis, **shared}
+
+
+def share_object(there, here, shared):
+    """Link an object into another store, or copy it (read only, as objects are) where no link can be made."""
+    try:
+        os.link(there, here)
+        shared["linked"] += here.stat().st_size
+    except OSError:  # another file system, or one without hard links
+        shutil.copyfile(there, here)
+        os.chmod(here, 0o444)
+        shared["copied"] += here.stat().st_size
+
+
+def is_sha(text):
+    return isinstance(text, str) and len(text) == 64 and all(c in "0123456789abcdef" for c in text)
+
+
+def is_codebase(rel):
+    """Whether a relative path names a file of a codebase: plain text, no part empty, "." or starting with ".", no
+    folder the keeper's or a cache, not the keeper's or the person's file."""
+    parts = rel.split("/") if isinstance(rel, str) else [""]
+    return plain_text(rel) and all(part and not part.startswith(".") for part in parts) and \
+        not any(part.casefold() in NOT_CODE for part in parts[:-1]) and \
+        rel.casefold() not in {p.casefold() for p in GUARDED + STEERING}

@@ -19,6 +19,7 @@ from .snapshots import current, load_index, retention, run_worked
 def show_status(holder):
     """What a person wants to know at a glance; makes no model request."""
     print(f"keeper: running (pid {holder})" if holder else "keeper: not running")
+    print(f"run: {describe_run(record.identity(ROOT))}")
     count, rows, told = record.count(ROOT), record.iterations(ROOT, last=5), journal.last_logged_iteration()
     print(f"iterations: {count} recorded" + ("; the last ones:" if rows else "") + (
         f" (iteration_log.md tells of {told}: backups/, which holds the record, was deleted or moved)"
@@ -45,6 +46,17 @@ def show_status(holder):
     print(f"backups: {len(index['snapshots'])} snapshot(s), {disk_use(BACKUPS) / 1e6:.1f} MB; {where_it_stands(index)}")
     print(f"  {retention(index)}")
     return 0
+
+
+def describe_run(identity):
+    """The run's identity in a line: its id, the keeper's versions, the models, and the run it was forked from."""
+    if not identity:
+        return "none yet (the keeper's first start gives the run its id)"
+    parent = identity["parent"]
+    models = ", ".join(identity["models"]) or "none yet"
+    return (f"{identity['id']} (keeper {', '.join(identity['versions'])}; models {models})"
+            + (f"; forked from {parent['folder']} (run {parent['run'] or '?'}) after iteration {parent['iteration']}"
+               if parent else ""))
 
 
 def where_it_stands(index):

@@ -86,9 +86,13 @@ def seed_and_its_modules():
 
 @pytest.fixture
 def env(gemini):
+    return user_env(gemini)
+
+
+def user_env(fake):
     """The environment of a user with a key, pointed at the fake server; nothing inherited from this shell."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("GEMINI_", "OPENAI_", "SEED_"))}
-    clean.update(GEMINI_API_KEY=KEY, GEMINI_API_BASE=gemini.url, GEMINI_MODEL="gemini-3.5-flash",
+    clean.update(GEMINI_API_KEY=KEY, GEMINI_API_BASE=fake.url, GEMINI_MODEL="gemini-3.5-flash",
                  GEMINI_LIMITS=",".join(f"{model}=1000/10000000/100000" for model in TEST_MODELS),
                  SEED_BACKOFF="0.01", PYTHONDONTWRITEBYTECODE="1")
     return clean
