@@ -147,11 +147,12 @@ def iterate(index, args, memory, gateway):
 
 
 class Page:
-    """report.html, drawn after the iterations it shows: after each one the loop rests after, and at least every
-    PAGE_EVERY seconds when iterations follow each other at once (drawing it costs more than a quick iteration)."""
+    """report.html, drawn after the iterations it shows: after the first, after each one the loop rests after, and
+    at least every PAGE_EVERY seconds when iterations follow each other at once (drawing it costs more than a quick
+    iteration)."""
 
     def __init__(self):
-        self.drawn, self.due = time.monotonic(), False
+        self.drawn, self.due = float("-inf"), False  # the first iteration's page is drawn at once
 
     def draw(self):
         if self.due:
