@@ -23,15 +23,14 @@ RECORD = ROOT / ".seed" / "record.json"  # what this run did, read by the keeper
 MAX_TASKS, LOG_TAIL, MAX_FILE = 20, 4_000, 1_000_000  # open tasks shown; log characters shown; bytes a file
 KEEPER = os.environ.get("SEED_KEEPER", "fallback.py supervisor/ goal.md pending_tasks.md").split()
 RULES = f"""You grow the codebase below toward the goal, one iteration at a time: plan three small tasks
-(open tasks first) and do them by writing whole files. Answer with JSON: {{"tasks": [three short tasks],
-"done": [numbers of the open tasks this answer finishes], "files": [{{"path": "relative/path", "content":
-"the complete new text"}}]}}. Never abbreviate a file ("... existing code ..."); most important first. Not
-yours to write: {" ".join(KEEPER)}, any name starting with ".". After each iteration every .py must compile,
-every top-level module import without side effects (no key, no network), and plain pytest (no ini) pass over
-tests/ (add tests/test_*.py) in a read-only copy (write in tmp_path), with no fewer passing than before; a
-failing change is rolled back and becomes a task. Name no module like the standard library or a package
-(json.py, email/): it would be shadowed. seed.py runs you: improve it if you keep its docstring's rules,
-and at most 150 lines that are not blank, none over 110 characters (a longer seed is rolled back)."""
+(open tasks first), do them by writing whole files (every line of each, most important first), and say which
+open tasks, by number, your answer finishes. Not yours to write: {" ".join(KEEPER)}, any name starting with
+".". After each iteration every .py must compile, every top-level module import without side effects (no key,
+no network), and plain pytest (no ini) pass over tests/ (add tests/test_*.py) in a read-only copy (write in
+tmp_path), with no fewer passing than before; a failing change is rolled back and becomes a task. Name no
+module like the standard library or a package (json.py, email/): it would be shadowed. seed.py runs you:
+improve it if you keep its docstring's rules, and at most 150 lines that are not blank, none over 110
+characters (a longer seed is rolled back)."""
 FILE = {"type": "OBJECT", "required": ["path", "content"], "properties": {"path": {"type": "STRING"},
                                                                          "content": {"type": "STRING"}}}
 SCHEMA = {"type": "OBJECT", "required": ["tasks", "files"], "properties": {
@@ -78,7 +77,8 @@ def codebase():
 def build_prompt(tasks):
     """Goal, tasks, log; then seed.py, the files they name, the smallest, as many as the budget takes."""
     listed, log = "\n".join(f"{n}. {t}" for n, t in enumerate(tasks, 1)), read("iteration_log.md")[-LOG_TAIL:]
-    prompt = f"# Goal\n{read('goal.md')}\n\n# Open tasks\n{listed}\n\n# End of the log\n{log}\n\n# Codebase\n"
+    goal = re.sub(r"\A#+ *Goal *\n", "", read("goal.md"))  # its own heading, if it has one
+    prompt = f"# Goal\n{goal}\n\n# Open tasks\n{listed}\n\n# End of the log\n{log}\n\n# Codebase\n"
     paths = sorted(codebase(), key=lambda r: (r != "seed.py", r not in prompt, os.path.getsize(ROOT / r)))
     left_out, room = [], BUDGET - len(RULES) - len(prompt) - 500
     for rel in paths:

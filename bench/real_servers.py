@@ -50,17 +50,18 @@ results, notes = [], []
 
 
 # --- set-up -------------------------------------------------------------------------------------------
-def venv(cache, name):
+def venv(cache, name, packages=None):
     """A throwaway virtual environment with the packages installed (made once, then reused); its python."""
+    packages = packages or VENVS[name]
     python = cache / name / "bin" / "python"
     if not python.exists():
         subprocess.run([sys.executable, "-m", "venv", str(cache / name)], check=True)
     missing = subprocess.run([str(python), "-c", "import importlib.metadata as m, sys; [m.version(n.split('[')[0]) "
-                              "for n in sys.argv[1:]]", *VENVS[name]], capture_output=True).returncode
+                              "for n in sys.argv[1:]]", *packages], capture_output=True).returncode
     if missing:
-        print(f"installing {' '.join(VENVS[name])} into {cache / name} (llama-cpp-python builds from source the first time: minutes)",
+        print(f"installing {' '.join(packages)} into {cache / name} (llama-cpp-python builds from source the first time: minutes)",
               flush=True)
-        subprocess.run([str(python), "-m", "pip", "install", "-q", *VENVS[name]], check=True,
+        subprocess.run([str(python), "-m", "pip", "install", "-q", *packages], check=True,
                        env={**os.environ, "CMAKE_BUILD_PARALLEL_LEVEL": str(os.cpu_count() or 2)})
     return python
 

@@ -43,6 +43,9 @@ LOAD_TIMEOUT = (3, 300)   # seconds for Ollama to load a model into memory (an e
 BARE_429_WAIT = 60.0      # seconds to wait after a 429 (local servers say no more)
 RETRY_LATER_MINUTES = 5   # minutes to wait when the server stopped answering after it had answered
 TRANSIENT = {408, 500, 502, 503, 504}
+ANSWER_FORMATS = ("files", "json")  # how answers are asked for (OPENAI_ANSWER_FORMAT; the first is the default):
+# plain text with <file path> blocks (small models write code in JSON strings badly: bench/real_model.py), or the
+# seed's JSON schema as response_format
 START_HINT = "start the server (for Ollama: `ollama serve`), or fix OPENAI_BASE_URL in .env"
 BASE_HINT = "is OPENAI_BASE_URL right? (for Ollama: http://localhost:11434/v1)"
 KEY_FIX = "set OPENAI_API_KEY in .env to the key it expects (LiteLLM's proxy: its master key or a virtual key)"
@@ -78,7 +81,8 @@ def chosen_by(environ):
 def from_env(environ):
     """The backend as the settings in `environ` describe it."""
     return OpenAICompatible(environ["OPENAI_BASE_URL"].strip().rstrip("/"), environ.get("OPENAI_API_KEY", "").strip(),
-                            names(environ.get("OPENAI_MODEL", "")), read_context_tokens(environ))
+                            names(environ.get("OPENAI_MODEL", "")), read_context_tokens(environ),
+                            read_answer_format(environ))
 
 
 def chosen_models(environ):
@@ -91,7 +95,7 @@ class OpenAICompatible:
     key_name = "OPENAI_API_KEY"
     model_help = "Set OPENAI_MODEL in .env to models your server has (python fallback.py --models lists them)"
 
-    def __init__(self, upstream, key, models, context_tokens=None):
+    def __init__(self, upstream, key, models, context_tokens=None, answer_format=ANSWER_FORMATS[0]):
         if not re.match(r"https?://[^/\s]+", upstream):
             raise ValueError(f"OPENAI_BASE_URL is not a usable URL: {upstream!r} (for Ollama: "
                              "http://localhost:11434/v1)")
@@ -99,6 +103,7 @@ class OpenAICompatible:
             raise ValueError("OPENAI_MODEL is not set: name the model(s) your server runs, best first, separated by "
                              "commas (python fallback.py --models lists them)")
         self.upstream, self.key, self.models = upstream.rstrip("/"), key, models
+        self.answer_format = answer_format  # what answers.adapt asks the model for: "files" or "json"
         self.context_tokens = read_context_tokens(os.environ) if context_tokens is None else context_tokens
         self.contexts = {}    # model -> (context, who said it: a key of RAISE, the model's maximum or None)
         self.reached = False  # whether the server ever answered: before, not reaching it means it is not running
@@ -176,7 +181,7 @@ class OpenAICompatible:
     def ask(self, model, body, facts):
         """The outcome of one chat completion, the answer given the room its context leaves."""
         context = self.context(model)
-        chat = as_chat(body, model, context - int(context * PROMPT_SHARE))
+        chat = as_chat(body, model, context - int(context * PROMPT_SHARE), facts)
         try:
             response = fetch_bounded("POST", f"{self.upstream}/chat/completions", chat, bearer(self.key),
                                      ANSWER_TIMEOUT)
@@ -187,15 +192,15 @@ class OpenAICompatible:
                                                               "is the server still running?")
         self.reached = True
         if response.status_code != 200:
-            return self.read_refusal(model, response.status_code, read_message(response))
+            return self.read_refusal(model, response.status_code, read_message(response), chat)
         body = json_of(response)
         if body is None:
             return Outcome(Kind.UNUSABLE, "unusable answer", f"the server's answer is not a JSON object: "
                                                               f"{response.text[:80]!r}")
         return Outcome(Kind.ANSWER, "answer", body=as_gemini(body))
 
-    def read_refusal(self, model, code, message):
-        """The outcome an error answer means, by what it says as much as by its status."""
+    def read_refusal(self, model, code, message, chat):
+        """The outcome an error answer means, by what it says as much as by its status; `chat` is what was sent."""
         said = f"{code}: {one_line(message)}"
         if code in (401, 403) or KEY_WORDS.search(message):
             return Outcome(Kind.KEY_REFUSED, "key refused", f"the server at {self.upstream} refused the key ({said}): "
@@ -204,9 +209,10 @@ class OpenAICompatible:
             return Outcome(Kind.MODEL_NOT_FOUND, "model not found", self.missing(model, message, said))
         if OVERFLOW.search(message):
             return self.overflow(model, message, said)
-        if REFUSED_FORMAT.search(message):
+        if REFUSED_FORMAT.search(message) and "response_format" in chat:  # json_schema first, then json_object
+            feature = "json_schema" if chat["response_format"]["type"] == "json_schema" else "json_mode"
             return Outcome(Kind.REFUSED_FEATURE, "feature refused", f"the server refused the request ({said})",
-                           feature="json_mode", status=code if 400 <= code < 500 else 502)
+                           feature=feature, status=code if 400 <= code < 500 else 502)
         if code == 429:
             return Outcome(Kind.RETRY_LATER, "429 without details", "per-minute limit (429 without details)",
                            delay=BARE_429_WAIT)
@@ -242,6 +248,14 @@ class OpenAICompatible:
 
 
 # --- the keeper's setup -----------------------------------------------------------------------
+def read_answer_format(environ):
+    """OPENAI_ANSWER_FORMAT (ANSWER_FORMATS[0] when unset); a ValueError naming the values it takes."""
+    text = environ.get("OPENAI_ANSWER_FORMAT", "").strip().lower() or ANSWER_FORMATS[0]
+    if text not in ANSWER_FORMATS:
+        raise ValueError(f"OPENAI_ANSWER_FORMAT is {text!r}: it takes {' or '.join(ANSWER_FORMATS)}")
+    return text
+
+
 def read_context_tokens(environ):
     """OPENAI_CONTEXT_TOKENS as a number (CONTEXT_TOKENS when unset); a ValueError saying how to write it."""
     text = environ.get("OPENAI_CONTEXT_TOKENS", "").strip()
@@ -395,7 +409,7 @@ def listed_context_of(entry):
 
 
 # --- the request --------------------------------------------------------------------------------
-def as_chat(body, model, room):
+def as_chat(body, model, room, facts):
     """A generateContent body, as the gateway adapted it, as a chat completion leaving `room` tokens to answer."""
     system = body.get("systemInstruction")
     system = [{"role": "system", "content": text_of(system)}] if system else []
@@ -407,7 +421,8 @@ def as_chat(body, model, room):
     if isinstance(config.get("temperature"), (int, float)):
         chat["temperature"] = config["temperature"]
     if config.get("responseMimeType") == "application/json":
-        chat["response_format"] = response_format(config.get("responseJsonSchema") or config.get("responseSchema"))
+        chat["response_format"] = response_format(config.get("responseJsonSchema") or config.get("responseSchema"),
+                                                  facts["json_schema"])
     return chat
 
 
@@ -415,10 +430,13 @@ def text_of(content):
     return "\n\n".join(part["text"] for part in content["parts"] if isinstance(part.get("text"), str))
 
 
-def response_format(schema):
-    """The answer schema as OpenAI's structured output (JSON alone when the request named no schema)."""
+def response_format(schema, structured=True):
+    """The answer schema as OpenAI's structured output; for a server that refused it, json_object with the schema
+    (llama-cpp-python turns it into a grammar); JSON alone when the request named no schema."""
     if not schema:
         return {"type": "json_object"}
+    if not structured:
+        return {"type": "json_object", "schema": json_schema(schema)}
     return {"type": "json_schema", "json_schema": {"name": "answer", "schema": json_schema(schema), "strict": True}}
 
 
