@@ -177,8 +177,9 @@ class Gateway:
         if self.steering and budget < need:
             fix = "shorten them (or raise SEED_PROMPT_TOKENS)" if budget == self.prompt_tokens else \
                 self.backend.make_room(model, need)
-            return "steering", None, (f"{model}: goal.md and the open tasks (~{self.steering:,} tokens) leave no room "
-                                      f"for code in its prompt of {budget:,} tokens: {fix}")
+            return "steering", None, (f"{model}: goal.md and the open tasks (~{self.steering:,} tokens), with the "
+                                      f"seed's rules, the log's end and a little code (~{STEERING_ROOM:,}), are "
+                                      f"~{need - budget:,} tokens over its prompt of {budget:,}: {fix}")
         # the whole budget must fit the window now: the seed's time limit never pays for the gateway's pacing
         wait = self.books.pace_wait(model, math.ceil(budget * MARGIN), facts) if paced else 0
         if wait > 0:

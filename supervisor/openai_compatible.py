@@ -143,8 +143,11 @@ class OpenAICompatible:
         return context_budget(self.context(model))
 
     def hindrance(self, model, facts):
-        """One line when the model's context is too small for a useful prompt, else None."""
+        """One line when the model's context is too small for a useful prompt, or when the server does not list the
+        model and nothing said its context (a request would fail), else None."""
         context = self.context(model)
+        if self.unlisted(model) and self.source(model) == "setting":
+            return f"{model}: {self.unlisted(model).removesuffix('; ')}"
         if context_budget(context) < SMALLEST_BUDGET:
             return (f"{model}: a context of {context:,} tokens leaves a prompt of ~{context_budget(context):,} (the "
                     f"seed needs {SMALLEST_BUDGET:,}): {self.unlisted(model)}"
