@@ -334,11 +334,11 @@ class Gateway:
         with self.lock:
             call, day = self.books.count_sent(model)
             run.calls.append(call)
-        began, outcomes.TAPE.exchanges = time.monotonic(), []
+        began, outcomes.TAPE.exchanges, outcomes.TAPE.over = time.monotonic(), [], run.over
         try:
             outcome = self.backend.ask(model, body, facts)
         finally:
-            taped, outcomes.TAPE.exchanges = outcomes.TAPE.exchanges, None
+            taped, outcomes.TAPE.exchanges, outcomes.TAPE.over = outcomes.TAPE.exchanges, None, None
         sent, received = taped[-1] if taped else (b"", b"")
         call.update(day=day, latency=round(time.monotonic() - began, 3), sent=self.redact_bytes(sent),
                     received=self.redact_bytes(received))

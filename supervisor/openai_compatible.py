@@ -24,12 +24,14 @@ proxy all serve POST {base}/chat/completions. The seed keeps speaking Gemini's R
 import math
 import os
 import re
+import time
 from datetime import timedelta
 
 import requests
 
 from .answers import FOLD_TOKENS, MARGIN
-from .outcomes import Kind, Outcome, TooLarge, fetch_bounded, one_line, utc_now
+from .outcomes import TAPE, Kind, Outcome, TooLarge, fetch_bounded, one_line, utc_now
+from .streaming import STREAM, reader
 
 # --- settings ---------------------------------------------------------------------------------
 CONTEXT_TOKENS = 8192     # the context assumed when the server does not say one (OPENAI_CONTEXT_TOKENS changes it)
@@ -38,6 +40,8 @@ SMALLEST_BUDGET = 3_000   # estimated tokens: the rules, the goal, the tasks and
                           # context leaves less (a context under 8,192 tokens) is not planned
 ANSWER_TIMEOUT = (3, 840)  # seconds to connect, and to wait for a whole answer (a CPU can take many minutes;
                            # the seed waits 890 s by default)
+ANSWER_SECONDS = 600      # the longest an answer may take: a longer one is stopped (its whole files kept), and the
+                          # tokens asked are what the model's measured speed writes in that time
 PROBE_TIMEOUT = (3, 10)   # seconds to connect, and to answer, for what the server says about a model
 LOAD_TIMEOUT = (3, 300)   # seconds for Ollama to load a model into memory (an empty /api/generate)
 BARE_429_WAIT = 60.0      # seconds to wait after a 429 (local servers say no more)
@@ -108,6 +112,7 @@ class OpenAICompatible:
         self.contexts = {}    # model -> (context, who said it: a key of RAISE, the model's maximum or None)
         self.reached = False  # whether the server ever answered: before, not reaching it means it is not running
         self.listed = None    # the models the server lists (None: it did not say)
+        self.speed = {}       # model -> tokens a second it answered with last: its answers are sized to ANSWER_SECONDS
 
     # --- which model, and how much may be asked ---------------------------------------------------
     def prepare(self, models):
@@ -147,7 +152,7 @@ class OpenAICompatible:
         model and nothing said its context (a request would fail), else None."""
         context = self.context(model)
         if self.unlisted(model) and self.source(model) == "setting":
-            return f"{model}: {self.unlisted(model).removesuffix('; ')}"
+            return f"{model}: the server does not list it (it has {', '.join(self.listed[:5]) or 'none'})"
         if context_budget(context) < SMALLEST_BUDGET:
             return (f"{model}: a context of {context:,} tokens leaves a prompt of ~{context_budget(context):,} (the "
                     f"seed needs {SMALLEST_BUDGET:,}): {self.unlisted(model)}"
@@ -184,10 +189,12 @@ class OpenAICompatible:
     def ask(self, model, body, facts):
         """The outcome of one chat completion, the answer given the room its context leaves."""
         context = self.context(model)
-        chat = as_chat(body, model, context - int(context * PROMPT_SHARE), facts)
+        room = context - int(context * PROMPT_SHARE)
+        chat = {**as_chat(body, model, min(room, self.speed.get(model, room) * ANSWER_SECONDS), facts), **STREAM}
+        began = time.monotonic()
         try:
             response = fetch_bounded("POST", f"{self.upstream}/chat/completions", chat, bearer(self.key),
-                                     ANSWER_TIMEOUT)
+                                     ANSWER_TIMEOUT, reader(getattr(TAPE, "over", None), ANSWER_SECONDS))
         except TooLarge as error:
             return Outcome(Kind.UNUSABLE, "unusable answer", f"the server sent {error}: not read")
         except requests.RequestException as error:
@@ -200,7 +207,15 @@ class OpenAICompatible:
         if body is None:
             return Outcome(Kind.UNUSABLE, "unusable answer", f"the server's answer is not a JSON object: "
                                                               f"{response.text[:80]!r}")
+        self.measure(model, body, time.monotonic() - began)
         return Outcome(Kind.ANSWER, "answer", body=as_gemini(body))
+
+    def measure(self, model, body, seconds):
+        """Keep the model's speed, in tokens a second (the whole request's), from an answer of some length."""
+        tokens = positive((body.get("usage") or {}).get("completion_tokens")) if isinstance(body.get("usage"),
+                                                                                             dict) else None
+        if tokens and tokens >= 100:
+            self.speed[model] = max(1, int(tokens / seconds))
 
     def read_refusal(self, model, code, message, chat):
         """The outcome an error answer means, by what it says as much as by its status; `chat` is what was sent."""
@@ -418,7 +433,7 @@ def as_chat(body, model, room, facts):
     system = [{"role": "system", "content": text_of(system)}] if system else []
     turns = [{"role": "assistant" if content.get("role") == "model" else "user", "content": text_of(content)}
              for content in body["contents"]]
-    config, chat = body.get("generationConfig") or {}, {"model": model, "messages": system + turns, "stream": False}
+    config, chat = body.get("generationConfig") or {}, {"model": model, "messages": system + turns}
     wanted = config.get("maxOutputTokens")
     chat["max_tokens"] = min(room, wanted) if isinstance(wanted, int) and wanted > 0 else room
     if isinstance(config.get("temperature"), (int, float)):

@@ -175,7 +175,7 @@ def test_a_model_the_server_does_not_list_stops_naming_models_before_a_request(w
     local_env(env, workspace, server.base, "nope", OPENAI_API_KEY="sk-bench-1234")
     done = run_fallback(workspace, env, "--iterations", "1", timeout=60)
     assert done.returncode == 78 and server.chats() == [], done.stdout
-    assert "does not list nope (it has mock-coder)" in stop_line(done) and "--models" in stop_line(done)
+    assert "nope: the server does not list it (it has mock-coder)" in stop_line(done) and "--models" in stop_line(done)
 
 
 # --- the other findings -------------------------------------------------------------------------------

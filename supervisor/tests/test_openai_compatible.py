@@ -258,7 +258,7 @@ def test_the_request_goes_as_messages_with_the_schema_as_response_format(gateway
     [chat] = server.chats()
     assert chat["body"] == {"model": QWEN, "messages": [{"role": "system", "content": RULES},
                                                         {"role": "user", "content": GOAL}],
-                            "stream": False, "max_tokens": 16384 - int(16384 * 0.6),
+                            "stream": True, "stream_options": {"include_usage": True}, "max_tokens": 16384 - int(16384 * 0.6),
                             "response_format": {"type": "json_schema", "json_schema": {
                                 "name": "answer", "schema": JSON_SCHEMA, "strict": True}}}
     assert "authorization" not in chat["headers"]
@@ -506,20 +506,33 @@ def test_a_server_gone_when_the_next_run_is_planned_is_a_wait(gateway, servers):
 
 
 @pytest.mark.parametrize("status, body, why", [
-    (404, ollama_missing("qwen9:1b"), 'qwen9:1b is not on the server (404: model "qwen9:1b" not found, try pulling '
-                                      'it first): pull it with `ollama pull qwen9:1b`, or set OPENAI_MODEL to a model '
-                                      'python fallback.py --models lists'),
+    (404, ollama_missing(QWEN), f'{QWEN} is not on the server (404: model "{QWEN}" not found, try pulling it '
+                                f'first): pull it with `ollama pull {QWEN}`, or set OPENAI_MODEL to a model python '
+                                'fallback.py --models lists'),
     (404, "404 page not found", "does not serve /chat/completions (404: 404 page not found): is OPENAI_BASE_URL "
                                 "right? (for Ollama: http://localhost:11434/v1)")],
     ids=["not-pulled", "wrong-base-url"])
 def test_a_missing_model_stops_with_one_line_saying_how_to_fix_it(gateway, servers, status, body, why):
+    """A model the server lists (removed since, or a wrong path that answers 404 all the same)."""
     server = servers(ollama()).answer(body, status)
-    gw = gateway(server.base, models=["qwen9:1b", QWEN])
+    gw = gateway(server.base, models=[QWEN])
     plan = gw.open_run()
     assert ask(gw, plan["token"]).status_code == 403
     problem = gw.close_run(plan["token"])["problem"]
     assert problem["kind"] == "stop" and problem["why"].endswith(why) and "\n" not in problem["why"]
     assert gw.open_run() == {"stop": problem["why"]} and len(server.chats()) == 1
+
+
+def test_a_model_the_server_does_not_list_is_never_asked_and_the_next_one_is(gateway, servers):
+    server = servers(ollama(running=16384)).answer(ollama_answer(json.dumps(PAYLOAD)))
+    gw = gateway(server.base, models=["qwen9:1b", QWEN])
+    plan = gw.open_run()
+    assert plan["model"] == QWEN and ask(gw, plan["token"]).status_code == 200
+    assert [chat["body"]["model"] for chat in server.chats()] == [QWEN]
+    alone = gateway(server.base, models=["qwen9:1b"])
+    assert alone.open_run() == {"stop": f"no usable model: qwen9:1b: the server does not list it (it has {QWEN}, "
+                                        "llama3.2:latest). Set OPENAI_MODEL in .env to models your server has (python "
+                                        "fallback.py --models lists them)"}
 
 
 def test_a_refused_key_stops_with_one_line_and_the_key_is_nowhere(gateway, servers, said, tmp_path):
