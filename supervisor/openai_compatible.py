@@ -112,6 +112,7 @@ class OpenAICompatible:
         self.contexts = {}    # model -> (context, who said it: a key of RAISE, the model's maximum or None)
         self.reached = False  # whether the server ever answered: before, not reaching it means it is not running
         self.listed = None    # the models the server lists (None: it did not say)
+        self.silent = set()   # models no probe could say anything about (llama-cpp-python): not probed again
         self.speed = {}       # model -> tokens a second it answered with last: its answers are sized to ANSWER_SECONDS
 
     # --- which model, and how much may be asked ---------------------------------------------------
@@ -119,7 +120,7 @@ class OpenAICompatible:
         """Ask the server for each context it has not said yet, and whether it takes the key; a plan to stop or
         wait when it cannot be reached or refuses the key."""
         for model in models:
-            if self.contexts.get(model, (None, "setting"))[1] not in ("setting", "model"):
+            if self.contexts.get(model, (None, "setting"))[1] not in ("setting", "model") or model in self.silent:
                 continue
             try:
                 if not self.reached:
@@ -130,6 +131,8 @@ class OpenAICompatible:
             except requests.RequestException as error:
                 return self.unreachable_plan(error)
             self.reached, self.contexts[model] = True, found
+            if found[1:] == ("setting", None):  # no probe knew the server: asking again each run cannot change that
+                self.silent.add(model)
         return None
 
     def unreachable_plan(self, error):

@@ -105,7 +105,7 @@ def facts_of(row, result, record):
                        ("Refused by the system", "refusals")):
         if record.get(key) or result.get(key):
             facts.append([label, "; ".join(record.get(key) or result.get(key))])
-    facts += [["Reason", row["reason"]]] if row["reason"] else []
+    facts += [["Reason", row["reason"]]] if row["reason"] and row["reason"] not in row["outcome"] else []
     facts += [["Stalled", result["dry"]]] if result.get("dry") else []
     if row["restored"]:
         kept = f"kept in backups/{row['kept']}" if row["kept"] else "not kept (it could not be taken)"

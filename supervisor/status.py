@@ -26,7 +26,8 @@ def show_status(holder):
         heading = f"Iteration {row['number']} — {row['ended']} — {row['outcome']}{score}"
         print(f"  {printable(heading)}")
     tasks = re.findall(r"^\s*[-*] \[ \] (.*)$", TASKS.read_text("utf-8", "replace"), re.M) if TASKS.exists() else []
-    print(f"pending tasks: {len(tasks)} open")
+    failures = sum(bool(re.search(r"\[failure \w+:", task)) for task in tasks)  # as the page counts them apart
+    print(f"pending tasks: {len(tasks)} open ({len(tasks) - failures} yours, {failures} failures remembered)")
     for task in tasks[:5]:
         print(f"  - {printable(task[:100])}")
     today, quota, now = record.ledger(ROOT).get(pacific_day(), {}), load_json(QUOTA), datetime.now(timezone.utc)
@@ -111,8 +112,8 @@ def print_iteration(number):
             print(f"--- {title} ({len(data):,} bytes){', its text' if record.texts_of(data) else ''}:")
             for line in (record.texts_of(data) or data.decode("utf-8", "replace")).splitlines():
                 print(printable(line))
-    print(f"\n=== what came of it: {printable(row['outcome'])}" + (f"; {printable(row['reason'])}" if row["reason"]
-                                                                    else "")
+    told = row["reason"] and row["reason"] not in row["outcome"]  # a "no change: why" says its reason already
+    print(f"\n=== what came of it: {printable(row['outcome'])}" + (f"; {printable(row['reason'])}" if told else "")
           + (f"; score {row['score']:g}" if row["score"] is not None else ""))
     return 0
 
