@@ -118,9 +118,9 @@ def run_iteration(number, index, args, session, gateway):
         settle_run(number, index, start, code, output, result)
     if record["answered"] and not result["outcome"].startswith("landed"):
         result["waste"] = re.split(r"[:(]", result.get("reason") or "no change")[0].strip()
-        result["dry"] = gateway.record_waste(record["model"], result["waste"])
-    elif record["answered"]:
-        gateway.record_landing(record["model"])
+        gateway.record_waste(record["model"], result["waste"])
+    if record["model"] and result["outcome"].startswith(("landed", "no change", "rolled back")):
+        result["dry"] = gateway.tally(record["model"], result["outcome"])
     return result
 
 

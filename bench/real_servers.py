@@ -169,16 +169,29 @@ class Relay:
                                                  method=method)
                 try:
                     with urllib.request.urlopen(request, timeout=900) as response:
-                        status, body, kind = response.status, response.read(), response.headers.get("Content-Type")
+                        status, kind = response.status, response.headers.get("Content-Type")
+                        body = self.pass_on(status, kind, response)
                 except urllib.error.HTTPError as error:
-                    status, body, kind = error.code, error.read(), error.headers.get("Content-Type")
+                    status, kind = error.code, error.headers.get("Content-Type")
+                    body = self.pass_on(status, kind, error)
                 relay.exchanges.append({"method": method, "path": self.path, "request": data.decode() or None,
                                         "status": status, "answer": body.decode("utf-8", "replace")})
+
+            def pass_on(self, status, kind, response):
+                """The answer passed on as it comes (a stream event by event, and the server left when the keeper
+                hangs up: it then stops generating); its bytes, as far as they went."""
                 self.send_response(status)
                 self.send_header("Content-Type", kind or "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                self.end_headers()  # no length: the connection's end is the answer's (HTTP/1.0)
+                body = b""
+                while piece := response.read1(65536) if hasattr(response, "read1") else response.read():
+                    body += piece
+                    try:
+                        self.wfile.write(piece)
+                        self.wfile.flush()
+                    except OSError:
+                        break
+                return body
 
             def log_message(self, *args):
                 pass

@@ -141,23 +141,25 @@ class Gateway:
             return {**report_of(run), "asking": asking}
 
     def record_waste(self, model, why):
-        """Count an answered request whose change was thrown away, and why, in today's ledger; every STREAK answers
-        in a row of one model that landed nothing, a line on what they came to (else None)."""
+        """Count an answered request whose change was thrown away, and why, in today's ledger."""
         with self.lock:
             self.books.record_waste(model, self.redact(why))
+
+    def tally(self, model, outcome):
+        """Keep what each answer of a model came to: after STREAK in a row that landed nothing, a line on the console
+        saying what they came to (returned too); None otherwise."""
+        with self.lock:
+            if outcome.startswith("landed"):
+                self.wasted.pop(model, None)
+                return None
             wasted = self.wasted.setdefault(model, [])
-            wasted.append(self.redact(why))
+            wasted.append(re.split(r"[:(]", outcome.split(": ", 1)[-1])[0].strip())
             if len(wasted) % STREAK:
                 return None
             kinds = ", ".join(f"{n} {kind}" for kind, n in Counter(wasted).most_common())
         self.tell(line := f"{model}: the last {len(wasted)} answers landed nothing ({kinds}); if this goes on, this "
                           "model may be too small for whole-file answers: try a larger one")
         return line
-
-    def record_landing(self, model):
-        """An answer of this model landed: its streak of answers that landed nothing ends."""
-        with self.lock:
-            self.wasted.pop(model, None)
 
     # --- which model, and when ------------------------------------------------------------------
     def budget(self, model):

@@ -18,10 +18,12 @@ The fake's bodies are written out here from the servers' own code, tests and doc
   #169 and #307; bhimrazy/receipt-ocr#20); OpenAI's own refusal of response_format (openai/openai-dotnet#276).
 """
 import importlib
+import itertools
 import json
 import re
 import socket
 import threading
+import time
 import uuid
 from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -89,6 +91,8 @@ class FakeServer:
                 fake.requests.append({"method": method, "path": self.path, "body": json.loads(data or b"null"),
                                       "headers": {k.lower(): v for k, v in self.headers.items()}})
                 status, body = fake.reply_to(method, self.path)
+                if isinstance(body, Stream):
+                    return body.send(self)
                 text = (body if isinstance(body, str) else json.dumps(body)).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "text/plain" if isinstance(body, str) else "application/json")
@@ -157,6 +161,35 @@ def lm_studio(loaded=None):
 def bare():
     """A server that says nothing about contexts: only the OpenAI model list."""
     return {("GET", "/v1/models"): (200, {"object": "list", "data": [{"id": QWEN, "object": "model"}]})}
+
+
+class Stream:
+    """A streamed chat completion as llama-cpp-python 0.3.36 sends it (sse_starlette, its `sep="\\n"`): a role event,
+    one event per token, a last one with the finish reason, then [DONE]; `pause` seconds between events. Keeps how
+    many events went out before the client hung up."""
+
+    def __init__(self, pieces, finish="stop", pause=0.0):
+        self.pieces, self.finish, self.pause, self.sent, self.hung_up = pieces, finish, pause, 0, threading.Event()
+
+    def event(self, delta, finish=None):
+        chunk = {"id": "chatcmpl-5b7e0a8c-1d8a-4f7e-9a51-0c7f3b2a9e11", "object": "chat.completion.chunk",
+                 "created": 1764096000, "model": "qwen2.5-coder-1.5b",
+                 "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+        return f"data: {json.dumps(chunk)}\n\n".encode()
+
+    def send(self, handler):
+        handler.send_response(200)
+        handler.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        handler.end_headers()
+        events = [self.event({"role": "assistant"})], (self.event({"content": piece}) for piece in self.pieces)
+        try:
+            for event in itertools.chain(*events, [self.event({}, self.finish), b"data: [DONE]\n\n"]):
+                handler.wfile.write(event)
+                handler.wfile.flush()
+                self.sent += 1
+                time.sleep(self.pause)
+        except OSError:
+            self.hung_up.set()
 
 
 def ollama_answer(content, finish="stop", reasoning=None):
@@ -379,6 +412,41 @@ def test_after_json_schema_is_refused_the_schema_goes_as_json_object_never_as_no
     formats = [chat["body"]["response_format"] for chat in server.chats()]
     assert [f["type"] for f in formats] == ["json_schema", "json_object", "json_object"]
     assert formats[1] == formats[2] == {"type": "json_object", "schema": JSON_SCHEMA}
+
+
+def test_a_streamed_answer_is_read_whole(gateway, servers):
+    text = "- Add notes\nDone: none\n<file path=\"notes.py\">\nNOTES = []\n</file>\n"
+    server = servers(llama_cpp()).answer(Stream(re.findall(r".{1,3}", text, re.S)))
+    gw = gateway(server.base, models=[LLAMA_CPP])
+    plan = gw.open_run()
+    assert answer_of(ask(gw, plan["token"]))["files"] == [{"path": "notes.py", "content": "NOTES = []\n"}]
+    assert gw.close_run(plan["token"])["tokens"]["output"] == len(re.findall(r".{1,3}", text, re.S))
+
+
+def test_a_runaway_answer_is_stopped_early_its_whole_files_kept_and_the_server_left(gateway, servers):
+    """Qwen2.5-Coder 1.5B once wrote "\\t" to its token limit: 6,554 tokens, 381 s."""
+    whole = "- Add notes\nDone: none\n<file path=\"notes.py\">\nNOTES = []\n</file>\n<file path=\"tests/t.py\">\n"
+    stream = Stream(itertools.chain(whole, itertools.repeat("\t", 20_000)))
+    server = servers(llama_cpp()).answer(stream)
+    gw = gateway(server.base, models=[LLAMA_CPP])
+    plan = gw.open_run()
+    assert answer_of(ask(gw, plan["token"]))["files"] == [{"path": "notes.py", "content": "NOTES = []\n"}]
+    assert stream.hung_up.wait(5) and stream.sent < 1_500
+    report = gw.close_run(plan["token"])
+    assert report["salvaged"] == "cut off (finishReason REPETITION): kept the 1 file(s) that came whole"
+
+
+def test_the_upstream_request_is_closed_when_the_run_ends(gateway, servers):
+    """llama-cpp-python goes on generating a request whose client went away, unless it streams."""
+    stream = Stream(itertools.repeat("x = 1\n", 10_000), pause=0.01)
+    server = servers(llama_cpp()).answer(stream)
+    gw = gateway(server.base, models=[LLAMA_CPP])
+    plan = gw.open_run()
+    asking = threading.Thread(target=ask, args=(gw, plan["token"]), daemon=True)
+    asking.start()
+    time.sleep(0.5)
+    assert gw.close_run(plan["token"], linger=5)["asking"]
+    assert stream.hung_up.wait(5) and stream.sent < 500
 
 
 def test_a_local_model_is_asked_for_file_blocks_and_the_seed_gets_its_json(gateway, servers):

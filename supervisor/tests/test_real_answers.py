@@ -1,0 +1,66 @@
+"""What a real small model answers, through `python fallback.py`: the shapes Qwen2.5-Coder 1.5B and 0.5B sent
+(bench/real_model.py keeps its exchanges), each read, salvaged or refused as a person would want, and the exact
+reason of every unusable answer said where the person and the model read it: the console line, the log, --show
+and the next prompt.
+"""
+import json
+import re
+
+import fake_gemini as api
+from test_fallback import outcomes, run_fallback
+
+# Qwen2.5-Coder 1.5B, asked for JSON: a file's text as a Python triple-quoted string, then a `\'` escape
+TRIPLE_QUOTED = '```json\n{\n  "tasks": ["Create notes.py"],\n  "done": [],\n  "files": [\n    {\n      "path": ' \
+                '"notes.py",\n      "content": """import json\nNOTES = []\n"""\n    }\n  ]\n}\n```'
+BAD_ESCAPE = '{"tasks": ["Add notes"], "done": [], "files": [{"path": "notes.py", "content": "print(\\\'hi\\\')\\n"}]}'
+GOOD = api.answer([("notes.py", "NOTES = []\n")])
+
+
+def test_an_unusable_answers_exact_reason_is_on_the_console_in_the_log_in_show_and_in_the_next_prompt(
+        workspace, env, gemini):
+    gemini.reply(api.text_answer(BAD_ESCAPE)).reply(GOOD)
+    done = run_fallback(workspace, env, "--iterations", "2")
+    assert done.returncode == 0, done.stdout + done.stderr
+    why = "not valid JSON: Invalid \\escape at line 1 column 87"
+    assert re.search(rf"#1 no change: {re.escape(why)}", done.stdout), done.stdout
+    assert outcomes(workspace)[0].startswith(f"no change: {why}")
+    assert why in run_fallback(workspace, env, "--show", "1").stdout
+    assert why in gemini.prompts()[1]  # the model reads it in the log's end
+
+
+def test_an_answer_with_file_contents_as_triple_quoted_strings_says_where_it_broke(workspace, env, gemini):
+    gemini.reply(api.text_answer(TRIPLE_QUOTED))
+    run_fallback(workspace, env, "--iterations", "1")
+    [outcome] = outcomes(workspace)
+    assert outcome.startswith("no change: not valid JSON: Expecting ',' delimiter at line 8 column 20, near ") and \
+        '"content": """import json' in outcome
+
+
+def test_after_five_answers_that_landed_nothing_the_console_says_what_they_came_to(workspace, env, gemini):
+    for answer in [api.text_answer(BAD_ESCAPE)] * 3 + [api.answer([("notes.py", "... existing code ...")])] * 2:
+        gemini.reply(answer)
+    done = run_fallback(workspace, env, "--iterations", "5")
+    assert "gemini-3.5-flash: the last 5 answers landed nothing (3 not valid JSON, 2 no file to write); if this goes " \
+           "on, this model may be too small for whole-file answers" in done.stdout
+    assert "- Stalled: gemini-3.5-flash: the last 5 answers" in (workspace / "iteration_log.md").read_text()
+
+
+def test_done_is_logged_only_for_an_answer_that_landed(workspace, env, gemini):
+    (workspace / "pending_tasks.md").write_text("# Pending tasks\n\n- [ ] add notes\n")
+    broken = [("notes.py", "NOTES = []\n"), ("tests/test_notes.py", "def test_notes():\n    assert False\n")]
+    gemini.reply(api.answer(broken, done=[1]))
+    run_fallback(workspace, env, "--iterations", "1")
+    assert outcomes(workspace)[0].startswith("rolled back")
+    assert "Done from pending_tasks.md" not in (workspace / "iteration_log.md").read_text()
+    assert "- [ ] add notes" in (workspace / "pending_tasks.md").read_text()
+
+
+def test_the_status_counts_open_tasks_as_the_page_does(workspace, env, gemini):
+    (workspace / "pending_tasks.md").write_text("# Pending tasks\n\n- [ ] mine\n- [ ] Iteration 3 was rolled back: "
+                                                "x [failure 0a1b2c3d: 1 time since 2026-11-25, first after snapshot "
+                                                "s1]\n")
+    done = run_fallback(workspace, env, "--status")
+    assert "pending tasks: 2 open (1 yours, 1 failures remembered)" in done.stdout
+    page = run_fallback(workspace, env, "--report")
+    assert page.returncode == 0 and "<h3>Open (1)</h3>" in (workspace / "report.html").read_text()
+    assert json.loads(json.dumps(done.returncode)) == 0
