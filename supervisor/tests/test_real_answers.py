@@ -6,6 +6,8 @@ and the next prompt.
 import json
 import re
 
+import pytest
+
 import fake_gemini as api
 from test_fallback import outcomes, run_fallback
 
@@ -45,12 +47,15 @@ def test_after_five_answers_that_landed_nothing_the_console_says_what_they_came_
     assert "- Stalled: gemini-3.5-flash: the last 5 answers" in (workspace / "iteration_log.md").read_text()
 
 
-def test_done_is_logged_only_for_an_answer_that_landed(workspace, env, gemini):
+@pytest.mark.parametrize("files", [[("notes.py", "def add(:\n")], [("notes.py", "NOTES = []\n"), (
+    "tests/test_notes.py", "def test_notes():\n    assert False\n")], [("seed.py", "SAME")]],
+    ids=["compile-error", "tests-fail", "nothing-changed"])
+def test_done_is_logged_only_for_an_answer_that_landed(workspace, env, gemini, files):
     (workspace / "pending_tasks.md").write_text("# Pending tasks\n\n- [ ] add notes\n")
-    broken = [("notes.py", "NOTES = []\n"), ("tests/test_notes.py", "def test_notes():\n    assert False\n")]
-    gemini.reply(api.answer(broken, done=[1]))
+    files = [(path, (workspace / path).read_text() if text == "SAME" else text) for path, text in files]
+    gemini.reply(api.answer(files, done=[1]))
     run_fallback(workspace, env, "--iterations", "1")
-    assert outcomes(workspace)[0].startswith("rolled back")
+    assert not outcomes(workspace)[0].startswith("landed")
     assert "Done from pending_tasks.md" not in (workspace / "iteration_log.md").read_text()
     assert "- [ ] add notes" in (workspace / "pending_tasks.md").read_text()
 
@@ -64,3 +69,12 @@ def test_the_status_counts_open_tasks_as_the_page_does(workspace, env, gemini):
     page = run_fallback(workspace, env, "--report")
     assert page.returncode == 0 and "<h3>Open (1)</h3>" in (workspace / "report.html").read_text()
     assert json.loads(json.dumps(done.returncode)) == 0
+
+
+def test_done_is_logged_and_ticked_for_an_answer_that_landed(workspace, env, gemini):
+    (workspace / "pending_tasks.md").write_text("# Pending tasks\n\n- [ ] add notes\n")
+    gemini.reply(api.answer([("notes.py", "NOTES = []\n")], done=[1]))
+    run_fallback(workspace, env, "--iterations", "1")
+    assert outcomes(workspace)[0].startswith("landed")
+    assert "- Done from pending_tasks.md: add notes" in (workspace / "iteration_log.md").read_text()
+    assert "- [x] add notes" in (workspace / "pending_tasks.md").read_text()
