@@ -6,7 +6,8 @@
 
 A backend is a module with chosen_by(environ), from_env(environ) (a ValueError names the setting to fix),
 chosen_models(environ) and show_models(environ), whose backend object has the attributes and methods
-gateway.Gateway uses (models, key, key_name, local, model_help, prepare, room, hindrance, make_room, ask).
+gateway.Gateway uses (models, key, key_name, local, model_help, answer_format, prepare, room, hindrance, make_room,
+ask).
 Adding one is a new module and a line in BACKENDS. The first whose settings are present serves; Gemini is
 last, the default.
 """

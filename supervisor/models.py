@@ -2,7 +2,7 @@
 
     known = Models(Path("backups/models.json"), os.environ.get("GEMINI_LIMITS", ""))
     known.get("gemma-4-31b-it")
-    # {"rpm": 15, "tpm": 16000, "rpd": 1500, "json_mode": False, "system_instruction": True}
+    # {"rpm": 15, "tpm": 16000, "rpd": 1500, "json_mode": False, "system_instruction": True, "json_schema": True}
     known.learn("gemini-3.5-flash", tpm=30000)   # what a 429 or a 400 just said, kept in the memory file
 
 Three layers, each correcting the one before:

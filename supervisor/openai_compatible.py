@@ -7,11 +7,14 @@
 
 Ollama (http://localhost:11434/v1), llama.cpp's llama-server, llama-cpp-python, LM Studio, vLLM and LiteLLM's
 proxy all serve POST {base}/chat/completions. The seed keeps speaking Gemini's REST shape; this file translates:
-- The system instruction and the contents become messages; the answer schema becomes response_format
-  json_schema (strict: every property required, no others) until the server refuses response_format (by
-  what its error says, whatever its status: llama-cpp-python answers 500), after which the schema goes as
-  text. The answer comes back in Gemini's shape: leading <think>/<thought> sections as thought parts,
-  finish_reason "length" as MAX_TOKENS, usage in Gemini's names; a reasoning_content field is ignored.
+- The system instruction and the contents become messages. A model is asked in OPENAI_ANSWER_FORMAT: "files"
+  (the default: plain text with <file path> blocks, which answers.adapt asks for; small models write code in
+  JSON strings badly) or "json": the schema as response_format json_schema (strict: every property required,
+  no others); after a server refuses that (by what its error says, whatever its status: llama-cpp-python
+  answers 500), json_object with the schema (llama-cpp-python makes it a grammar); after that too, as text.
+  The answer is streamed (streaming.py: a runaway is stopped, and an ended run closes the request) and comes
+  back in Gemini's shape: leading <think>/<thought> sections as thought parts, finish_reason "length" as
+  MAX_TOKENS, usage in Gemini's names; a reasoning_content field is ignored.
 - No daily quota and no pacing (models.LOCAL). The prompt budget comes from the context the server runs the
   model with (Ollama's /api/ps, after an empty /api/generate loads it, or num_ctx; llama.cpp's /props; LM
   Studio's /api/v1/models; LiteLLM's /v1/model/info or a model list's max_input_tokens; vLLM's max_model_len),
