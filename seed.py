@@ -88,8 +88,9 @@ def build_prompt(tasks):
             prompt, room = prompt + text, room - len(text)
         else:
             left_out.append(rel)
-    listing = "\n".join(f"{rel} ({(ROOT / rel).stat().st_size:,} bytes)" for rel in left_out)[:max(room, 0)]
-    return prompt + (f"\n# Not shown ({len(left_out)}, too big or binary)\n{listing}" if left_out else "")
+    named = [rel for rel in left_out if rel != "seed.py"]  # its name alone draws small models to rewrite it
+    listing = "\n".join(f"{rel} ({(ROOT / rel).stat().st_size:,} bytes)" for rel in named)[:max(room, 0)]
+    return prompt + (f"\n# Not shown ({len(named)}, too big or binary)\n{listing}" if named else "")
 
 
 def ask(prompt):

@@ -45,6 +45,9 @@ ANSWER_TIMEOUT = (3, 840)  # seconds to connect, and to wait for a whole answer 
                            # the seed waits 890 s by default)
 ANSWER_SECONDS = 600      # the longest an answer may take: a longer one is stopped (its whole files kept), and the
                           # tokens asked are what the model's measured speed writes in that time
+TEMPERATURE = 0.2         # unless the seed asks another: small code models sampled at servers' defaults (0.8)
+                          # wander (Qwen2.5-Coder 1.5B named its notes keeper app.py, or stubbed it)
+MEASURED_FROM = 500       # tokens of an answer long enough to measure a model's speed by (its prompt's time counted in)
 PROBE_TIMEOUT = (3, 10)   # seconds to connect, and to answer, for what the server says about a model
 LOAD_TIMEOUT = (3, 300)   # seconds for Ollama to load a model into memory (an empty /api/generate)
 BARE_429_WAIT = 60.0      # seconds to wait after a 429 (local servers say no more)
@@ -220,7 +223,7 @@ class OpenAICompatible:
         """Keep the model's speed, in tokens a second (the whole request's), from an answer of some length."""
         tokens = positive((body.get("usage") or {}).get("completion_tokens")) if isinstance(body.get("usage"),
                                                                                              dict) else None
-        if tokens and tokens >= 100:
+        if tokens and tokens >= MEASURED_FROM:
             self.speed[model] = max(1, int(tokens / seconds))
 
     def read_refusal(self, model, code, message, chat):
@@ -442,8 +445,7 @@ def as_chat(body, model, room, facts):
     config, chat = body.get("generationConfig") or {}, {"model": model, "messages": system + turns}
     wanted = config.get("maxOutputTokens")
     chat["max_tokens"] = min(room, wanted) if isinstance(wanted, int) and wanted > 0 else room
-    if isinstance(config.get("temperature"), (int, float)):
-        chat["temperature"] = config["temperature"]
+    chat["temperature"] = config.get("temperature", TEMPERATURE)
     if config.get("responseMimeType") == "application/json":
         chat["response_format"] = response_format(config.get("responseJsonSchema") or config.get("responseSchema"),
                                                   facts["json_schema"])
