@@ -145,15 +145,15 @@ class Gateway:
         with self.lock:
             self.books.record_waste(model, self.redact(why))
 
-    def tally(self, model, outcome):
-        """Keep what each answer of a model came to: after STREAK in a row that landed nothing, a line on the console
-        saying what they came to (returned too); None otherwise."""
+    def tally(self, model, wasted_on):
+        """Keep what each answer of a model came to (None: it landed; else what it failed on, in words): after STREAK
+        in a row that landed nothing, a line on the console saying what they came to (returned too); else None."""
         with self.lock:
-            if outcome.startswith("landed"):
+            if wasted_on is None:
                 self.wasted.pop(model, None)
                 return None
             wasted = self.wasted.setdefault(model, [])
-            wasted.append(re.split(r"[:(]", outcome.split(": ", 1)[-1])[0].strip())
+            wasted.append(re.split(r"[:(]", wasted_on)[0].strip() or "no change")
             if len(wasted) % STREAK:
                 return None
             kinds = ", ".join(f"{n} {kind}" for kind, n in Counter(wasted).most_common())
