@@ -129,7 +129,8 @@ def file_blocks(text):
             line = text[:tag.start()].count("\n") + 1
             broken.append(f"the block of {tag.group(1)} (line {line}) has no {CLOSE_TAG}")
             continue
-        files.append({"path": tag.group(1).strip(), "content": unwrap(text[tag.end():end])})
+        path = tag.group(1).strip()
+        files.append({"path": path, "content": unwrap(text[tag.end():end], fenced=not path.endswith(".md"))})
     return files, broken
 
 
@@ -144,10 +145,11 @@ def fenced_files(text):
     return files
 
 
-def unwrap(content):
-    """A block's text as the file's: the line breaks around it dropped, and a fence around all of it removed."""
+def unwrap(content, fenced=True):
+    """A block's text as the file's: the line breaks around it dropped, and a Markdown fence around it (or only
+    its opening line, as small models leave it) removed, unless the file is Markdown itself."""
     content = re.sub(r"\n[-*] ?\Z", "\n", content)  # "- </file>": a model that began every line with "- "
     content = content.removeprefix("\n").removesuffix("\n")
-    fenced = re.fullmatch(r"\s*```[^\n`]*\n(.*?)\n?```\s*", content, re.S)
-    content = fenced.group(1) if fenced else content
+    if fenced and re.match(r"\s*```[^\n`]*\n", content):
+        content = re.sub(r"\n?```\s*\Z", "", re.sub(r"\A\s*```[^\n`]*\n", "", content))
     return content + "\n" if content else content
