@@ -194,6 +194,8 @@ def clean_answer(body, sent):
             raise ValueError(f"{why}{cut_off(finish, text)}") from None
     if not answer["files"]:  # a model may answer in the format it was not asked for
         answer = read_otherwise(other, text) or answer
+    if not answer["files"] and finish not in ("STOP", None):
+        raise ValueError(f"no file came whole{cut_off(finish, text)}")
     if finish not in ("STOP", None) and answer["files"]:  # what broke is the cut's doing
         broken = "cut off (MAX_TOKENS)" if finish == "MAX_TOKENS" else f"cut off (finishReason {finish})"
     return answer, f"{broken}: kept the {len(answer['files'])} file(s) that came whole" if broken else ""

@@ -141,7 +141,7 @@ def fenced_files(text):
         before = [line for line in text[:fence.start()].splitlines() if line.strip()]
         paths = PATH_WORD.findall(re.sub(r"[`*]", " ", before[-1])) if before else []
         if paths:
-            files.append({"path": paths[-1], "content": fence.group(1)})
+            files.append({"path": paths[0], "content": fence.group(1)})  # "app.py in the same folder as seed.py"
     return files
 
 
