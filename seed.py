@@ -102,8 +102,7 @@ def ask(prompt):
     try:
         reply = requests.post(f"{API_BASE}/v1beta/models/{MODEL}:generateContent", json=body,
                               headers={"x-goog-api-key": TOKEN}, timeout=(10, WAIT))
-        answer = json.loads(reply.json()["candidates"][0]["content"]["parts"][0]["text"])
-        if isinstance(answer, dict):
+        if type(answer := json.loads(reply.json()["candidates"][0]["content"]["parts"][0]["text"])) is dict:
             return answer
     except requests.RequestException as error:
         raise Stop(75, f"no answer from the gateway ({type(error).__name__})") from None
@@ -153,7 +152,8 @@ def apply(answer, tasks, record):
             raise Stop(0, f"compile error: {error}") from None
     done = sorted({n for n in answer.get("done") or [] if isinstance(n, int) and 1 <= n <= len(tasks)})
     changed = [path.relative_to(ROOT).as_posix() for path in writes if before[path] != writes[path]]
-    record.update(outcome="applied", files=changed, done=[tasks[n - 1].splitlines()[0] for n in done])
+    record.update(outcome="applied", files=changed, done=[tasks[n - 1].splitlines()[0] for n in done],
+                  reason="" if changed or not writes else f"its {len(writes)} file(s) are as they were")
 
 
 def main():
