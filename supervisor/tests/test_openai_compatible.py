@@ -164,16 +164,16 @@ def bare():
 
 
 class Stream:
-    """A streamed chat completion as llama-cpp-python 0.3.36 sends it (sse_starlette, its `sep="\\n"`): a role event,
-    one event per token, a last one with the finish reason, then [DONE]; `pause` seconds between events. Keeps how
-    many events went out before the client hung up."""
+    """A streamed chat completion as llama-cpp-python 0.3.36 sent it to bench/real_model.py (sse_starlette, its
+    `sep="\\n"`): a ping comment, a role event, one event per token, a last one with the finish reason, then [DONE]
+    (no usage); `pause` seconds between events. Keeps how many events went out before the client hung up."""
 
     def __init__(self, pieces, finish="stop", pause=0.0):
         self.pieces, self.finish, self.pause, self.sent, self.hung_up = pieces, finish, pause, 0, threading.Event()
 
     def event(self, delta, finish=None):
-        chunk = {"id": "chatcmpl-5b7e0a8c-1d8a-4f7e-9a51-0c7f3b2a9e11", "object": "chat.completion.chunk",
-                 "created": 1764096000, "model": "qwen2.5-coder-1.5b",
+        chunk = {"id": "chatcmpl-682b95d6-8d5d-492c-b925-ca6ba59b1e99", "model": "qwen2.5-coder-1.5b",
+                 "created": 1795636956, "object": "chat.completion.chunk",
                  "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
         return f"data: {json.dumps(chunk)}\n\n".encode()
 
@@ -181,7 +181,8 @@ class Stream:
         handler.send_response(200)
         handler.send_header("Content-Type", "text/event-stream; charset=utf-8")
         handler.end_headers()
-        events = [self.event({"role": "assistant"})], (self.event({"content": piece}) for piece in self.pieces)
+        ping = b": ping - 2026-11-25 20:02:51.122951+00:00\n\n"  # sse_starlette's, first and every 15 s
+        events = [ping, self.event({"role": "assistant"})], (self.event({"content": p}) for p in self.pieces)
         try:
             for event in itertools.chain(*events, [self.event({}, self.finish), b"data: [DONE]\n\n"]):
                 handler.wfile.write(event)
