@@ -20,7 +20,7 @@ MODEL = os.environ.get("GEMINI_MODEL", "gemini-3.5-flash")    # the model the ke
 BUDGET = int(os.environ.get("SEED_PROMPT_TOKENS", 30_000)) * 3  # characters the whole request may take
 WAIT = max(10.0, float(os.environ.get("SEED_TIMEOUT", 900)) - 10)  # seconds to wait for the answer
 RECORD = ROOT / ".seed" / "record.json"  # what this run did, read by the keeper
-MAX_TASKS, LOG_TAIL, MAX_FILE = 20, 4_000, 1_000_000  # open tasks shown; log characters shown; bytes a file
+MAX_TASKS, LOG_TAIL, MAX_FILE = 20, min(4_000, BUDGET // 8), 1_000_000  # open tasks; log characters; a file
 KEEPER = os.environ.get("SEED_KEEPER", "fallback.py supervisor/ goal.md pending_tasks.md").split()
 RULES = f"""You grow the codebase below toward the goal, one iteration at a time: plan three small tasks
 (open tasks first), do them by writing whole files (every line of each, most important first), and say which
