@@ -295,9 +295,9 @@ def litellm_checks(python, logs):
             return expect(done.returncode == 78 and "ContextWindowExceededError" in stop_line(done)
                           and "lower OPENAI_CONTEXT_TOKENS (now 16,384)" in stop_line(done), stop_line(done))
 
-        def unsaid_context():
+        def unsaid_context():  # the default of 8,192 is tried: the overflow says what to set
             done = fallback(workspace(good | {"OPENAI_MODEL": "mock-overflow"}), "--iterations", "1")
-            return expect(done.returncode == 78 and "set OPENAI_CONTEXT_TOKENS=12288" in stop_line(done),
+            return expect(done.returncode == 78 and "lower OPENAI_CONTEXT_TOKENS (now 8,192)" in stop_line(done),
                           stop_line(done))
 
         check("litellm", "--models lists the model and its max_input_tokens", listed)
@@ -309,7 +309,7 @@ def litellm_checks(python, logs):
         check("litellm", "a wrong key stops naming OPENAI_API_KEY (and --models)", lambda: wrong_key("sk-wrong"))
         check("litellm", "a missing key stops naming OPENAI_API_KEY (and --models)", lambda: wrong_key(None))
         check("litellm", "a context overflow stops with advice within the setting", overflow)
-        check("litellm", "a context it does not say stops naming a working setting", unsaid_context)
+        check("litellm", "a context it does not say: 8,192 tried, the overflow names the fix", unsaid_context)
         check("litellm", "what the keeper sent and read validates (openai types)", lambda: validate_openai(
             python, relay.chats()))
         check("litellm", "google-genai's client gets a clean answer through the gateway", lambda: genai_through_gateway(
@@ -330,23 +330,24 @@ def llama_checks(python, logs, model, sdk_python):
             done = fallback(workspace(base), "--models")
             return expect(done.returncode == 0 and re.search(rf"^{TINY} +\? +yes$", done.stdout, re.M), done.stdout)
 
-        def unsaid_context():
-            done = fallback(workspace(base), "--iterations", "1")
-            return expect(done.returncode == 78 and "set OPENAI_CONTEXT_TOKENS=12288" in stop_line(done),
-                          stop_line(done))
+        def unsaid_context():  # the default of 8,192 is tried, and the context its overflow states is learned
+            done = fallback(workspace(base), "--iterations", "2")
+            return expect(done.returncode == 78 and "a context of 2,048 tokens" in stop_line(done)
+                          and "--n_ctx 8192" in stop_line(done), stop_line(done))
 
         def refused_then_overflow():
-            root = workspace(base | {"OPENAI_CONTEXT_TOKENS": "12288"})
+            root = workspace(base | {"OPENAI_CONTEXT_TOKENS": "12288", "OPENAI_ANSWER_FORMAT": "json"})
             done = fallback(root, "--iterations", "3")
-            kinds = [e["status"] for e in relay.chats()]
-            second = json.loads(relay.chats()[1]["request"]) if len(relay.chats()) > 1 else {}
-            return expect(kinds == [500, 400] and "response_format" not in second and done.returncode == 78
-                          and "a context of 2,048 tokens" in stop_line(done) and "--n_ctx 8192" in stop_line(done),
-                          f"statuses {kinds}; {stop_line(done)}")
+            kinds = [e["status"] for e in relay.chats()[-2:]]
+            second = json.loads(relay.chats()[-1]["request"]) if len(relay.chats()) > 1 else {}
+            return expect(kinds == [500, 400] and second.get("response_format", {}).get("type") == "json_object"
+                          and done.returncode == 78 and "a context of 2,048 tokens" in stop_line(done)
+                          and "--n_ctx 8192" in stop_line(done), f"statuses {kinds}; {stop_line(done)}")
 
         check("llama-cpp-python", "--models lists the model (no context said)", listed)
-        check("llama-cpp-python", "a context it does not say stops naming a working setting", unsaid_context)
-        check("llama-cpp-python", "a refused response_format (500) is learned, then an overflow", refused_then_overflow)
+        check("llama-cpp-python", "a context it does not say: 8,192 tried, 2,048 learned, --n_ctx", unsaid_context)
+        check("llama-cpp-python", "json_schema refused (500): json_object and its schema, then an overflow",
+              refused_then_overflow)
         check("llama-cpp-python", "what the keeper sent and read validates (openai types)",
               lambda: validate_openai(sdk_python, relay.chats()))
     finally:
