@@ -151,10 +151,21 @@ def codebase_lines(root):
 
 
 # --- the report -----------------------------------------------------------------------------------------
-def print_report(rows, root, before, seconds):
-    print(f"\n{'#':>3} {'outcome':<40} {'seconds':>8} {'prompt':>7} {'output':>7}  answer")
+def prompt_sizes(rows, chats):
+    """Each iteration's prompt in tokens: as the server counted them, else (llama-cpp-python counts none when it
+    streams) its characters sent / 3, from the relay's record, marked ~."""
+    sizes, sent = [], iter(chats)
     for row in rows:
-        print(f"{row['number']:>3} {row['outcome'][:40]:<40} {row['seconds'] or 0:>8.1f} {row['prompt_tokens'] or 0:>7,} "
+        asked = [next(sent, None) for _ in range(row["requests"] or 0)]
+        chars = sum(len(m["content"]) for chat in asked if chat for m in json.loads(chat["request"])["messages"])
+        sizes.append(f"{row['prompt_tokens']:,}" if row["prompt_tokens"] else f"~{chars // 3:,}")
+    return sizes
+
+
+def print_report(rows, root, before, seconds, chats):
+    print(f"\n{'#':>3} {'outcome':<40} {'seconds':>8} {'prompt':>7} {'output':>7}  answer")
+    for row, prompt in zip(rows, prompt_sizes(rows, chats)):
+        print(f"{row['number']:>3} {row['outcome'][:40]:<40} {row['seconds'] or 0:>8.1f} {prompt:>7} "
               f"{row['output_tokens'] or 0:>7,}  {row['answer']}")
         if row["kind"] != "landed" and row["reason"]:
             print(f"    why: {row['reason'][:300]}")
@@ -202,7 +213,7 @@ def main():
         os.killpg(process.pid, 9)
         relay.server.shutdown()
         (out / "exchanges.json").write_text(json.dumps(relay.exchanges, indent=1))
-    print_report(iterations(root), root, before, time.monotonic() - started)
+    print_report(iterations(root), root, before, time.monotonic() - started, relay.chats())
     print(f"model {alias} ({gguf.stat().st_size:,} bytes), context {args.context:,}, {os.cpu_count()} cores; "
           f"fallback.py exited {code}; workspace and exchanges.json in {out}")
     return 0 if code == 0 else 1
