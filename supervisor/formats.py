@@ -37,7 +37,7 @@ DONE_LINE = re.compile(r"^\W*done\W*?:\s*(.*)$", re.I | re.M)
 def read_json(text, prompt=""):
     """The answer object in the text (behind a fence or prose; never one the prompt itself holds), with the whole
     files of a broken one salvaged; a ValueError with the parser's error and where."""
-    decoder, error, echoed = json.JSONDecoder(), None, False
+    decoder, error, odd, echoed = json.JSONDecoder(), None, None, False
     for start in re.finditer(r'\{\s*"(?:tasks|done|files)"', text):
         try:
             value, end = decoder.raw_decode(text, start.start())
@@ -49,14 +49,21 @@ def read_json(text, prompt=""):
             continue
         if answer := as_answer(value):
             return answer, ""
-        error = error or json.JSONDecodeError("an object without a list of tasks and a list of files of "
-                                              "{path, content}", text, start.start())
+        odd = odd or start.start()
     found = salvage_json(text, prompt)
-    problem = describe(error, text) if error else "the example from the instructions, sent back" if echoed else \
+    problem = f"not valid JSON: {describe(error, text)}" if error else \
+        f"JSON, but no list of tasks and list of files of {{path, content}} in it ({where(text, odd)})" \
+        if odd is not None else "the example from the instructions, sent back" if echoed else \
         f"no JSON object with \"tasks\" and \"files\" in it (it begins {text.strip()[:60]!r})"
     if found:
-        return found, f"not valid JSON ({problem})"
-    raise ValueError(f"not valid JSON: {problem}" if error else problem)
+        return found, problem
+    raise ValueError(problem)
+
+
+def where(text, position):
+    """A place in the text as its line and column, and the text there."""
+    line = text.count("\n", 0, position) + 1
+    return f"line {line} column {position - text.rfind(chr(10), 0, position)}, near {text[position:position + 50]!r}"
 
 
 def describe(error, text):

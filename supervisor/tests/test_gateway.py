@@ -411,7 +411,7 @@ def test_every_whole_file_is_salvaged_from_an_answer_broken_anywhere_and_the_par
     response = ask(gw, plan["token"])
     assert [f["path"] for f in answer_of(response)["files"]] == ["tests/test_a.py", "tests/test_b.py"]
     salvaged = gw.close_run(plan["token"])["salvaged"]
-    assert salvaged.startswith("not valid JSON (Invalid \\escape at line 2 column 75") and \
+    assert salvaged.startswith("not valid JSON: Invalid \\escape at line 2 column 75") and \
         salvaged.endswith("kept the 2 file(s) that came whole")
 
 

@@ -146,3 +146,14 @@ def test_the_seed_never_rewrites_a_file_its_prompt_could_not_show(workspace, env
     assert "- Refused: seed.py: not shown in the prompt: it would be rewritten blind" in \
         (workspace / "iteration_log.md").read_text()
     assert "seed.py" not in gemini.prompts()[0].split("# Codebase", 1)[1]  # its name alone draws a small model in
+
+
+def test_json_that_is_not_the_answer_says_so_and_where(workspace, env, gemini):
+    """Asked with the schema as text, Qwen2.5-Coder 1.5B sent the schema back with its own values in it."""
+    echoed = '```json\n{\n  "type": "OBJECT",\n  "required": ["tasks", "files"],\n  "properties": {\n    "tasks": ' \
+             '{"type": "ARRAY"}, "files": {"type": "ARRAY"}\n  }\n}\n```'
+    gemini.reply(api.text_answer(echoed))
+    run_fallback(workspace, env, "--iterations", "1")
+    [outcome] = outcomes(workspace)
+    assert outcome.startswith("no change: JSON, but no list of tasks and list of files of {path, content} in it (line 6 "
+                              "column 5, near '{\"tasks\": {")
