@@ -155,5 +155,5 @@ def test_json_that_is_not_the_answer_says_so_and_where(workspace, env, gemini):
     gemini.reply(api.text_answer(echoed))
     run_fallback(workspace, env, "--iterations", "1")
     [outcome] = outcomes(workspace)
-    assert outcome.startswith("no change: JSON, but no list of tasks and list of files of {path, content} in it (line 6 "
-                              "column 5, near '{\"tasks\": {")
+    assert outcome.startswith("no change: JSON, but no list of tasks and list of files of {path, content} in it (line 5 "
+                              "column 17, near '{\\n    \"tasks\": {")
