@@ -332,7 +332,9 @@ def llama_checks(python, logs, model, sdk_python):
             return expect(done.returncode == 0 and re.search(rf"^{TINY} +\? +yes$", done.stdout, re.M), done.stdout)
 
         def unsaid_context():  # the default of 8,192 is tried, and the context its overflow states is learned
-            done = fallback(workspace(base), "--iterations", "2")
+            root = workspace(base)
+            (root / "values.py").write_text("".join(f"VALUE_{n} = {n}\n" for n in range(700)))  # fills a prompt
+            done = fallback(root, "--iterations", "2")
             return expect(done.returncode == 78 and "a context of 2,048 tokens" in stop_line(done)
                           and "--n_ctx 8192" in stop_line(done), stop_line(done))
 

@@ -684,3 +684,13 @@ def test_a_local_server_that_is_not_running_stops_with_one_line(workspace, env):
     from test_fallback import run_fallback
     done = run_fallback(workspace, env, "--iterations", "1")
     assert done.returncode == 78 and "start the server (for Ollama: `ollama serve`)" in done.stdout
+
+
+def test_a_server_no_probe_knows_is_not_probed_again_each_run(gateway, servers):
+    """llama-cpp-python says no context anywhere: its probes were repeated before every run."""
+    server = servers(bare())
+    gw = gateway(server.base)
+    gw.close_run(gw.open_run()["token"])
+    probed = len(server.requests)
+    gw.close_run(gw.open_run()["token"])
+    assert probed > 1 and len(server.requests) == probed
