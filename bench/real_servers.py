@@ -310,7 +310,7 @@ def litellm_checks(python, logs):
         check("litellm", "a wrong key stops naming OPENAI_API_KEY (and --models)", lambda: wrong_key("sk-wrong"))
         check("litellm", "a missing key stops naming OPENAI_API_KEY (and --models)", lambda: wrong_key(None))
         check("litellm", "a context overflow stops with advice within the setting", overflow)
-        check("litellm", "a context it does not say: 8,192 tried, the overflow names the fix", unsaid_context)
+        check("litellm", "no context said: 8,192 is tried, the overflow names the fix", unsaid_context)
         check("litellm", "what the keeper sent and read validates (openai types)", lambda: validate_openai(
             python, relay.chats()))
         check("litellm", "google-genai's client gets a clean answer through the gateway", lambda: genai_through_gateway(
@@ -333,7 +333,7 @@ def llama_checks(python, logs, model, sdk_python):
 
         def unsaid_context():  # the default of 8,192 is tried, and the context its overflow states is learned
             root = workspace(base)
-            (root / "values.py").write_text("".join(f"VALUE_{n} = {n}\n" for n in range(700)))  # fills a prompt
+            (root / "values.py").write_text("".join(f"VALUE_{n} = {n}\n" for n in range(500)))  # fills the prompt
             done = fallback(root, "--iterations", "2")
             return expect(done.returncode == 78 and "a context of 2,048 tokens" in stop_line(done)
                           and "--n_ctx 8192" in stop_line(done), stop_line(done))
@@ -348,7 +348,7 @@ def llama_checks(python, logs, model, sdk_python):
                           and "--n_ctx 8192" in stop_line(done), f"statuses {kinds}; {stop_line(done)}")
 
         check("llama-cpp-python", "--models lists the model (no context said)", listed)
-        check("llama-cpp-python", "a context it does not say: 8,192 tried, 2,048 learned, --n_ctx", unsaid_context)
+        check("llama-cpp-python", "no context said: 8,192 tried, 2,048 learned, --n_ctx named", unsaid_context)
         check("llama-cpp-python", "json_schema refused (500): json_object and its schema, then an overflow",
               refused_then_overflow)
         check("llama-cpp-python", "what the keeper sent and read validates (openai types)",

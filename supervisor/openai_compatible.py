@@ -204,6 +204,10 @@ class OpenAICompatible:
         try:
             response = fetch_bounded("POST", f"{self.upstream}/chat/completions", chat, bearer(self.key),
                                      ANSWER_TIMEOUT, reader(getattr(TAPE, "over", None), ANSWER_SECONDS))
+            if response.status_code == 200 and not response.content:  # llama-cpp-python streams nothing when it
+                unstreamed = {k: v for k, v in chat.items() if k not in STREAM}  # fails before a token: unstreamed,
+                response = fetch_bounded("POST", f"{self.upstream}/chat/completions", unstreamed,  # it says why
+                                         bearer(self.key), ANSWER_TIMEOUT)
         except TooLarge as error:
             return Outcome(Kind.UNUSABLE, "unusable answer", f"the server sent {error}: not read")
         except requests.RequestException as error:

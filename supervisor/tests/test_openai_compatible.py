@@ -425,6 +425,20 @@ def test_a_streamed_answer_is_read_whole(gateway, servers):
     assert gw.close_run(plan["token"])["tokens"]["output"] == len(re.findall(r".{1,3}", text, re.S))
 
 
+def test_a_stream_that_fails_before_its_first_token_is_asked_again_unstreamed_and_its_error_read(gateway, servers):
+    """llama-cpp-python answers a streamed request over its context (or with a response_format it refuses) with a
+    200 and nothing after it (bench/real_servers.py); unstreamed, it says why."""
+    overflow = {"error": {"message": "Requested tokens (4637) exceed context window of 2048",
+                          "type": "invalid_request_error"}}
+    server = servers(llama_cpp()).answer("").answer(overflow, 400)
+    gw = gateway(server.base, models=[LLAMA_CPP])
+    plan = gw.open_run()
+    assert ask(gw, plan["token"]).status_code == 429  # a wait: the next run is budgeted to the context stated
+    first, second = [chat["body"] for chat in server.chats()]
+    assert first["stream"] is True and "stream" not in second and "stream_options" not in second
+    assert "the next run is budgeted to 2,048 tokens" in gw.close_run(plan["token"])["problem"]["why"]
+
+
 def test_a_runaway_answer_is_stopped_early_its_whole_files_kept_and_the_server_left(gateway, servers):
     """Qwen2.5-Coder 1.5B once wrote "\\t" to its token limit: 6,554 tokens, 381 s."""
     whole = "- Add notes\nDone: none\n<file path=\"notes.py\">\nNOTES = []\n</file>\n<file path=\"tests/t.py\">\n"
