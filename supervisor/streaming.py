@@ -18,7 +18,7 @@ from .outcomes import MAX_ANSWER, TooLarge, read_whole
 
 STREAM = {"stream": True, "stream_options": {"include_usage": True}}
 CHECK_EVERY = 32          # events between two looks at the text so far
-REPEATS = 800             # characters at the end of an answer that, made of one short piece over and over, are a runaway
+REPEATS = 800             # characters at the end of an answer that, one short piece over and over, are a runaway
 PIECE = 60                # the longest such piece
 RUNAWAY = re.compile(rf"(.{{1,{PIECE}}}?)\1+.{{0,{PIECE}}}", re.S)
 
@@ -29,20 +29,23 @@ def reader(over, seconds):
     def read(response):
         if "text/event-stream" not in response.headers.get("Content-Type", ""):
             return read_whole(response)
-        return json.dumps(assemble(response, lambda text: why_stop(text, over, deadline))).encode()
+        completion = assemble(response, lambda text: why_stop(text, over, deadline))
+        return json.dumps(completion).encode() if completion else b""  # no event: it failed before a token
     deadline = time.monotonic() + seconds
     return read
 
 
 def assemble(response, stop):
-    """The completion the events make, in OpenAI's non-streamed shape; cut short when stop(text) gives a reason."""
-    pieces, finish, usage, model, size = [], None, None, None, 0
+    """The completion the events make, in OpenAI's non-streamed shape, cut short when stop(text) gives a reason; None
+    when no event came."""
+    pieces, finish, usage, model, size, seen = [], None, None, None, 0, False
     for n, line in enumerate(response.iter_lines()):
         size += len(line)
         if size > MAX_ANSWER:
             raise TooLarge(f"an answer over {MAX_ANSWER // 2 ** 20} MB")
         event = event_of(line)
         choice = (event.get("choices") or [{}])[0] if isinstance(event.get("choices"), list) else {}
+        seen = seen or bool(event)
         delta = choice.get("delta") if isinstance(choice, dict) and isinstance(choice.get("delta"), dict) else {}
         if isinstance(delta.get("content"), str) and delta["content"]:
             pieces.append(delta["content"])
@@ -51,6 +54,8 @@ def assemble(response, stop):
         if finish is None and n % CHECK_EVERY == 0 and (why := stop("".join(pieces))):
             finish = why
             break
+    if not seen:
+        return None
     return {"choices": [{"index": 0, "message": {"role": "assistant", "content": "".join(pieces)},
                          "finish_reason": finish}], "model": model,
             "usage": usage if isinstance(usage, dict) else {"completion_tokens": len(pieces)}}

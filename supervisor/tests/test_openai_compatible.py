@@ -168,8 +168,9 @@ class Stream:
     `sep="\\n"`): a ping comment, a role event, one event per token, a last one with the finish reason, then [DONE]
     (no usage); `pause` seconds between events. Keeps how many events went out before the client hung up."""
 
-    def __init__(self, pieces, finish="stop", pause=0.0):
+    def __init__(self, pieces, finish="stop", pause=0.0, events=True):
         self.pieces, self.finish, self.pause, self.sent, self.hung_up = pieces, finish, pause, 0, threading.Event()
+        self.events = events  # False: its ping alone, as when the server fails before its first token
 
     def event(self, delta, finish=None):
         chunk = {"id": "chatcmpl-682b95d6-8d5d-492c-b925-ca6ba59b1e99", "model": "qwen2.5-coder-1.5b",
@@ -184,7 +185,8 @@ class Stream:
         ping = b": ping - 2026-11-25 20:02:51.122951+00:00\n\n"  # sse_starlette's, first and every 15 s
         events = [ping, self.event({"role": "assistant"})], (self.event({"content": p}) for p in self.pieces)
         try:
-            for event in itertools.chain(*events, [self.event({}, self.finish), b"data: [DONE]\n\n"]):
+            for event in itertools.chain(*events, [self.event({}, self.finish), b"data: [DONE]\n\n"]) \
+                    if self.events else [ping]:
                 handler.wfile.write(event)
                 handler.wfile.flush()
                 self.sent += 1
@@ -430,7 +432,7 @@ def test_a_stream_that_fails_before_its_first_token_is_asked_again_unstreamed_an
     200 and nothing after it (bench/real_servers.py); unstreamed, it says why."""
     overflow = {"error": {"message": "Requested tokens (4637) exceed context window of 2048",
                           "type": "invalid_request_error"}}
-    server = servers(llama_cpp()).answer("").answer(overflow, 400)
+    server = servers(llama_cpp()).answer(Stream([], finish=None, events=False)).answer(overflow, 400)
     gw = gateway(server.base, models=[LLAMA_CPP])
     plan = gw.open_run()
     assert ask(gw, plan["token"]).status_code == 429  # a wait: the next run is budgeted to the context stated
