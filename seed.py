@@ -35,7 +35,7 @@ TEXT, ARRAY = {"type": "STRING"}, lambda items: {"type": "ARRAY", "items": items
 FILE = {"type": "OBJECT", "required": ["path", "content"], "properties": {"path": TEXT, "content": TEXT}}
 SCHEMA = {"type": "OBJECT", "required": ["tasks", "files"],
           "properties": {"tasks": ARRAY(TEXT), "files": ARRAY(FILE), "done": ARRAY({"type": "INTEGER"})}}
-LEFT_OUT = []  # what the prompt could not show: never rewritten blind
+UNSEEN = []  # seed.py when the prompt could not show it: never rewritten blind
 
 
 class Stop(Exception):
@@ -80,7 +80,7 @@ def build_prompt(tasks):
     goal = re.sub(r"\A#+ *Goal *\n", "", read("goal.md"))  # its own heading, if it has one
     prompt = f"# Goal\n{goal}\n\n# Open tasks\n{listed}\n\n# End of the log\n{log}\n\n# Codebase\n"
     paths = sorted(codebase(), key=lambda r: (r != "seed.py", r not in prompt, os.path.getsize(ROOT / r)))
-    left_out, room = LEFT_OUT, BUDGET - len(RULES) - len(prompt) - 500
+    left_out, room = [], BUDGET - len(RULES) - len(prompt) - 500
     for rel in paths:
         data = (ROOT / rel).read_bytes()[:MAX_FILE + 1]
         text = f'<file path="{rel}">\n{data.decode("utf-8", "replace")}\n</file>\n'
@@ -88,7 +88,7 @@ def build_prompt(tasks):
             prompt, room = prompt + text, room - len(text)
         else:
             left_out.append(rel)
-    named = [rel for rel in left_out if rel != "seed.py"]  # its name alone draws small models to rewrite it
+    named = [rel for rel in left_out if rel != "seed.py" or UNSEEN.append(rel)]  # its name lures small models
     listing = "\n".join(f"{rel} ({(ROOT / rel).stat().st_size:,} bytes)" for rel in named)[:max(room, 0)]
     return prompt + (f"\n# Not shown ({len(named)}, too big or binary)\n{listing}" if named else "")
 
@@ -119,8 +119,8 @@ def refusal(path, content):
     target = (ROOT / path).resolve()
     if not target.is_relative_to(ROOT):
         return "leaves the workspace"
-    if target.is_dir() or kept_by_keeper(rel := target.relative_to(ROOT).as_posix()) or rel in LEFT_OUT:
-        return "not shown in the prompt: it would be rewritten blind" if rel in LEFT_OUT else "protected"
+    if target.is_dir() or kept_by_keeper(rel := target.relative_to(ROOT).as_posix()) or rel in UNSEEN:
+        return "not shown in the prompt: it would be rewritten blind" if rel in UNSEEN else "protected"
     if "\0" in content or len(content.encode("utf-8", "replace")) > MAX_FILE:
         return "binary or too large"
     return None

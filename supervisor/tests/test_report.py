@@ -255,7 +255,7 @@ def test_page_holds_the_figures_of_the_scripted_run(demo):
         assert tile in text
     assert "gemini-3.5-flash: 3 request(s), quota 20 a day" in text
     assert "Test that find ignores case" in text and "tests/test_notes.py" in text
-    assert "+def find(word, notes):" in text and "rolled back: tests failed" in text and "Reason:" not in text
+    assert "+def find(word, notes):" in text and "Reason: tests failed" in text
     assert "Make list show the newest first" in text and "×3" in text and "ValueError: boom" in text
     assert "Grow a note keeper." in text and text.count("Goal") == 1  # goal.md's own "# Goal" is not said twice
 
