@@ -20,23 +20,22 @@ MODEL = os.environ.get("GEMINI_MODEL", "gemini-3.5-flash")    # the model the ke
 BUDGET = int(os.environ.get("SEED_PROMPT_TOKENS", 30_000)) * 3  # characters the whole request may take
 WAIT = max(10.0, float(os.environ.get("SEED_TIMEOUT", 900)) - 10)  # seconds to wait for the answer
 RECORD = ROOT / ".seed" / "record.json"  # what this run did, read by the keeper
-MAX_TASKS, LOG_TAIL, MAX_FILE = 20, 4_000, 1_000_000  # open tasks shown; log characters shown; bytes a file
+MAX_TASKS, LOG_TAIL, MAX_FILE = 20, min(4_000, BUDGET // 8), 1_000_000  # open tasks; log characters; a file
 KEEPER = os.environ.get("SEED_KEEPER", "fallback.py supervisor/ goal.md pending_tasks.md").split()
 RULES = f"""You grow the codebase below toward the goal, one iteration at a time: plan three small tasks
-(open tasks first) and do them by writing whole files. Answer with JSON: {{"tasks": [three short tasks],
-"done": [numbers of the open tasks this answer finishes], "files": [{{"path": "relative/path", "content":
-"the complete new text"}}]}}. Never abbreviate a file ("... existing code ..."); most important first. Not
-yours to write: {" ".join(KEEPER)}, any name starting with ".". After each iteration every .py must compile,
-every top-level module import without side effects (no key, no network), and plain pytest (no ini) pass over
-tests/ (add tests/test_*.py) in a read-only copy (write in tmp_path), with no fewer passing than before; a
-failing change is rolled back and becomes a task. Name no module like the standard library or a package
-(json.py, email/): it would be shadowed. seed.py runs you: improve it if you keep its docstring's rules,
-and at most 150 lines that are not blank, none over 110 characters (a longer seed is rolled back)."""
-FILE = {"type": "OBJECT", "required": ["path", "content"], "properties": {"path": {"type": "STRING"},
-                                                                         "content": {"type": "STRING"}}}
-SCHEMA = {"type": "OBJECT", "required": ["tasks", "files"], "properties": {
-    "tasks": {"type": "ARRAY", "items": {"type": "STRING"}}, "files": {"type": "ARRAY", "items": FILE},
-    "done": {"type": "ARRAY", "items": {"type": "INTEGER"}}}}
+(open tasks first), do them by writing whole files (every line of each, most important first), and say which
+open tasks, by number, your answer finishes. Not yours to write: {" ".join(KEEPER)}, any name starting with
+".". After each iteration every .py must compile, every top-level module import without side effects (no key,
+no network), and plain pytest (no ini) pass over tests/ (add tests/test_*.py) in a read-only copy (write in
+tmp_path), with no fewer passing than before; a failing change is rolled back and becomes a task. Name no
+module like the standard library or a package (json.py, email/): it would be shadowed. seed.py runs you:
+improve it if you keep its docstring's rules, and at most 150 lines that are not blank, none over 110
+characters (a longer seed is rolled back)."""
+TEXT, ARRAY = {"type": "STRING"}, lambda items: {"type": "ARRAY", "items": items}
+FILE = {"type": "OBJECT", "required": ["path", "content"], "properties": {"path": TEXT, "content": TEXT}}
+SCHEMA = {"type": "OBJECT", "required": ["tasks", "files"],
+          "properties": {"tasks": ARRAY(TEXT), "files": ARRAY(FILE), "done": ARRAY({"type": "INTEGER"})}}
+UNSEEN = []  # seed.py when the prompt could not show it: never rewritten blind
 
 
 class Stop(Exception):
@@ -78,7 +77,8 @@ def codebase():
 def build_prompt(tasks):
     """Goal, tasks, log; then seed.py, the files they name, the smallest, as many as the budget takes."""
     listed, log = "\n".join(f"{n}. {t}" for n, t in enumerate(tasks, 1)), read("iteration_log.md")[-LOG_TAIL:]
-    prompt = f"# Goal\n{read('goal.md')}\n\n# Open tasks\n{listed}\n\n# End of the log\n{log}\n\n# Codebase\n"
+    goal = re.sub(r"\A#+ *Goal *\n", "", read("goal.md"))  # its own heading, if it has one
+    prompt = f"# Goal\n{goal}\n\n# Open tasks\n{listed}\n\n# End of the log\n{log}\n\n# Codebase\n"
     paths = sorted(codebase(), key=lambda r: (r != "seed.py", r not in prompt, os.path.getsize(ROOT / r)))
     left_out, room = [], BUDGET - len(RULES) - len(prompt) - 500
     for rel in paths:
@@ -87,9 +87,10 @@ def build_prompt(tasks):
         if len(text) <= room and b"\0" not in data and len(data) <= MAX_FILE:
             prompt, room = prompt + text, room - len(text)
         else:
-            left_out.append(f"{rel} ({(ROOT / rel).stat().st_size:,} bytes)")
-    listing = "\n".join(left_out)[:max(room, 0)]  # as much of the list as the budget has room for
-    return prompt + (f"\n# Not shown ({len(left_out)}, too big or binary)\n{listing}" if left_out else "")
+            left_out.append(rel)
+    named = [rel for rel in left_out if rel != "seed.py" or UNSEEN.append(rel)]  # its name lures small models
+    listing = "\n".join(f"{rel} ({(ROOT / rel).stat().st_size:,} bytes)" for rel in named)[:max(room, 0)]
+    return prompt + (f"\n# Not shown ({len(named)}, too big or binary)\n{listing}" if named else "")
 
 
 def ask(prompt):
@@ -101,8 +102,7 @@ def ask(prompt):
     try:
         reply = requests.post(f"{API_BASE}/v1beta/models/{MODEL}:generateContent", json=body,
                               headers={"x-goog-api-key": TOKEN}, timeout=(10, WAIT))
-        answer = json.loads(reply.json()["candidates"][0]["content"]["parts"][0]["text"])
-        if isinstance(answer, dict):
+        if type(answer := json.loads(reply.json()["candidates"][0]["content"]["parts"][0]["text"])) is dict:
             return answer
     except requests.RequestException as error:
         raise Stop(75, f"no answer from the gateway ({type(error).__name__})") from None
@@ -119,8 +119,8 @@ def refusal(path, content):
     target = (ROOT / path).resolve()
     if not target.is_relative_to(ROOT):
         return "leaves the workspace"
-    if target.is_dir() or kept_by_keeper(target.relative_to(ROOT).as_posix()):
-        return "protected"
+    if target.is_dir() or kept_by_keeper(rel := target.relative_to(ROOT).as_posix()) or rel in UNSEEN:
+        return "not shown in the prompt: it would be rewritten blind" if rel in UNSEEN else "protected"
     if "\0" in content or len(content.encode("utf-8", "replace")) > MAX_FILE:
         return "binary or too large"
     return None
@@ -152,7 +152,8 @@ def apply(answer, tasks, record):
             raise Stop(0, f"compile error: {error}") from None
     done = sorted({n for n in answer.get("done") or [] if isinstance(n, int) and 1 <= n <= len(tasks)})
     changed = [path.relative_to(ROOT).as_posix() for path in writes if before[path] != writes[path]]
-    record.update(outcome="applied", files=changed, done=[tasks[n - 1].splitlines()[0] for n in done])
+    record.update(outcome="applied", files=changed, done=[tasks[n - 1].splitlines()[0] for n in done],
+                  reason="" if changed or not writes else f"its {len(writes)} file(s) are as they were")
 
 
 def main():

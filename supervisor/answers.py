@@ -1,31 +1,42 @@
 """answers: the seed's contract with the gateway, whatever the backend: the request it may send and the answer it gets.
 
-    request = read_request(data)          # the seed's generateContent body, or a ValueError saying what it must be
-    tokens = estimate_tokens(request)     # every part counted: characters / 3
-    body = adapt(request, facts)          # what the model accepts; the rest folded into the text
-    answer, salvaged = clean_answer(gemini_shaped_answer)   # the JSON object alone, or a ValueError: why not
-    answer, refused = drop_lazy(answer)   # files whose text stands in for code, dropped and named
+    request = read_request(data)          # the seed's generateContent body rebuilt from the fields known here, or a
+                                          # ValueError saying what it must be
+    tokens = estimate_tokens(request)     # every part counted (texts, the schema, the settings): characters / 3
+    body = adapt(request, facts, answer)  # what the model accepts, in the answer format asked of the backend
+    answer, note = clean_answer(gemini_shaped_answer, body)   # the answer alone, or a ValueError: exactly why not
+    answer, refused = drop_unusable(answer, body)   # files that stand in for code, or echo the instructions
 
-The seed speaks Gemini's REST shape to the gateway, whichever server answers: one user turn of text parts,
-one candidate, JSON asked for with a schema. Anything else (candidateCount above 1, images or other parts
-that are not text, an output limit above the model's) is refused or clamped here, before a budget is counted.
-An answer comes back as {"tasks", "done", "files"}: found behind a fence or prose, thought parts dropped,
-the whole files of an answer cut off (MAX_TOKENS) salvaged, lazy files ("# ... rest unchanged") removed.
+The seed speaks Gemini's REST shape to the gateway, whichever server answers: one user turn of text parts, one
+candidate, JSON asked for with a schema. The gateway rebuilds, never forwards: it reads the fields it knows, in
+camelCase or snake_case (Gemini takes both), sends one spelling, and refuses anything else with the reason,
+before a budget is counted; every byte it sends counts toward the budget and is bounded. Each backend is asked
+in the answer format that suits it (Gemini: JSON in strict mode; a small local model: plain text with
+<file path> blocks, formats.py), and the seed always gets {"tasks", "done", "files"} back as JSON.
 """
 import copy
 import json
 import re
+
+from . import formats
+from .formats import FILES_FORMAT, PLACEHOLDER
 
 # --- settings ---------------------------------------------------------------------------------
 CHARS_PER_TOKEN = 3       # budgets are in estimated tokens: characters of all the request's parts / 3
 MARGIN = 4 / 3            # such estimates undercount code by up to a third: a prompt, a third larger, must fit
 FOLD_TOKENS = 500         # room kept in each budget for the answer instruction folded into a prompt
 MAX_OUTPUT = 65_536       # tokens: the largest answer any model of the table gives; a larger ask is clamped
+MAX_SCHEMA = 8_000        # characters of an answer schema (the seed's is about 700)
 TOKEN_FIELDS = {"prompt": "promptTokenCount", "output": "candidatesTokenCount", "thinking": "thoughtsTokenCount"}
 MOST_TOKENS = 10 ** 9  # a count of tokens no one request reaches: beyond it, a server's count is not believed
-LAZY = re.compile(r"^\s*(#|//|/\*|<!--)\s*((\.\.\.|…)\s*[(\[]?\s*"
-                  r"(existing|rest|remaining|previous|unchanged|same|other)"
-                  r"|[(\[]?(rest of|remaining)\b.*\b(unchanged|as before|the same|omitted))", re.I | re.M)
+NUMBER, WHOLE, TEXT, SCHEMA = (int, float), int, str, dict
+CONFIG = {"responseMimeType": TEXT, "responseSchema": SCHEMA, "responseJsonSchema": SCHEMA, "temperature": NUMBER,
+          "topP": NUMBER, "topK": WHOLE, "maxOutputTokens": WHOLE, "candidateCount": WHOLE, "seed": WHOLE}
+MIME_TYPES = ("application/json", "text/plain")
+LAZY = re.compile(r"^\s*(?:#|//|/\*|<!--|[\"'])?\s*(?:(?:\.\.\.|…)\s*(?:#|//)?\s*[(\[]?\s*"
+                  r"(?:existing|rest|remaining|previous|unchanged|same|other|more|original)\b"
+                  r"|[(\[]?(?:rest of|remaining)\b.*\b(?:unchanged|as before|the same|omitted)"
+                  r"|(?:your|the|more|other) code (?:goes )?here\b)", re.I | re.M)
 ANSWER_ONLY = "Answer with only the JSON object, with no Markdown fence and no words before or after it."
 SHAPE = ('not a generateContent request: {"systemInstruction": {"parts": [{"text": "..."}]}, "contents": '
          '[{"role": "user", "parts": [{"text": "..."}]}], "generationConfig": {...}}')
@@ -33,66 +44,113 @@ SHAPE = ('not a generateContent request: {"systemInstruction": {"parts": [{"text
 
 # --- the request ----------------------------------------------------------------------------------
 def read_request(data):
-    """The seed's generateContent body, or a ValueError saying what it must look like. Only what can be sent as it
-    is: strict JSON (no NaN, nothing nested past reason), text parts that say something, the roles Gemini takes,
-    and numbers where numbers go."""
+    """The seed's generateContent body rebuilt from the fields known here (either spelling read, camelCase kept),
+    or a ValueError saying what it must look like: strict JSON, text parts that say something, the roles Gemini
+    takes, one candidate, a bounded schema, and nothing the gateway would not send on."""
     try:
-        request = json.loads(data, parse_constant=refuse_constant)
+        raw = json.loads(data, parse_constant=refuse_constant)
     except (ValueError, RecursionError):
-        request = None
-    system, config = (request.get(name) if isinstance(request, dict) else None
-                      for name in ("systemInstruction", "generationConfig"))
-    if not isinstance(request, dict) or not isinstance(request.get("contents"), list) or not request["contents"] \
-            or not all(map(is_content, request["contents"])) or (system is not None and not is_content(system)) \
-            or not isinstance(config or {}, dict):
+        raw = None
+    if not isinstance(raw, dict):
         raise ValueError(SHAPE)
-    contents = request["contents"] + ([system] if system else [])
-    if any(set(part) - {"text", "thought"} or not isinstance(part.get("text"), str) or not part["text"].strip()
-           for content in contents for part in content["parts"]) or not all(content["parts"] for content in contents):
-        raise ValueError("only text parts that say something are accepted (no inlineData, fileData, other or empty "
-                         "parts)")
-    if any(content.get("role", "user") not in ("user", "model") for content in request["contents"]):
+    top = known_fields(raw, ("contents", "systemInstruction", "generationConfig"), "")
+    if not isinstance(top.get("contents"), list) or not top["contents"]:
+        raise ValueError(SHAPE)
+    request = {"contents": [content_of(c, "contents[]") for c in top["contents"]]}
+    if top.get("systemInstruction") is not None:
+        request["systemInstruction"] = content_of(top["systemInstruction"], "systemInstruction")
+    if any(c.get("role", "user") not in ("user", "model") for c in request["contents"]):
         raise ValueError('each content\'s role is "user" or "model"')
-    count = (config or {}).get("candidateCount", 1)
-    if type(count) is not int or count != 1:
-        raise ValueError(f"candidateCount must be 1 (was {count!r}): one answer is asked at a time")
-    for name in ("maxOutputTokens", "topK", "seed"):
-        if name in (config or {}) and type(config[name]) is not int:
-            raise ValueError(f"generationConfig.{name} must be a whole number (was {config[name]!r})")
+    if top.get("generationConfig") is not None:
+        request["generationConfig"] = config_of(top["generationConfig"])
     return request
+
+
+def known_fields(value, names, where):
+    """The fields of an object by their camelCase names, read in either spelling; a ValueError for any other field,
+    or one given in both spellings."""
+    if not isinstance(value, dict):
+        raise ValueError(SHAPE)
+    fields = {}
+    for name, field in value.items():
+        camel = re.sub(r"_([a-z])", lambda m: m[1].upper(), str(name))
+        if camel not in names:
+            raise ValueError(f"{where}{name} is not a field the gateway sends on (it takes {', '.join(names)}, in "
+                             "camelCase or snake_case)")
+        if camel in fields:
+            raise ValueError(f"{where}{camel} is given twice (camelCase and snake_case)")
+        fields[camel] = field
+    return fields
+
+
+def content_of(value, where):
+    """A content as sent on: its role, if any, and its text parts, each of which says something."""
+    content = known_fields(value, ("role", "parts"), f"{where}.")
+    parts = content.get("parts")
+    if not isinstance(parts, list) or not parts:
+        raise ValueError(SHAPE)
+    rebuilt = {"parts": [part_of(part, where) for part in parts]}
+    return {"role": content["role"], **rebuilt} if "role" in content else rebuilt
+
+
+def part_of(value, where):
+    """A text part as sent on (a previous turn's thought kept as one)."""
+    odd = sorted(set(value) - {"text", "thought"}) if isinstance(value, dict) else ["a part that is no object"]
+    if odd or not isinstance(value.get("text"), str) or not value["text"].strip() or \
+            not isinstance(value.get("thought", False), bool):
+        what = ", ".join(odd) or "an empty or odd text"
+        raise ValueError(f"only text parts that say something are accepted in {where} (not {what}: no inlineData, "
+                         "fileData or other parts)")
+    return {"text": value["text"], **({"thought": True} if value.get("thought") else {})}
+
+
+def config_of(value):
+    """generationConfig rebuilt: each known setting of the right kind, one candidate, a schema of bounded size."""
+    config = known_fields(value, tuple(CONFIG), "generationConfig.")
+    for name, field in config.items():
+        if not isinstance(field, CONFIG[name]) or isinstance(field, bool):
+            raise ValueError(f"generationConfig.{name} must be {kind_name(CONFIG[name])} (was {field!r})"[:300])
+    if config.get("candidateCount", 1) != 1:
+        raise ValueError(f"candidateCount must be 1 (was {config['candidateCount']!r}): one answer is asked at a time")
+    if config.get("responseMimeType", MIME_TYPES[0]) not in MIME_TYPES:
+        raise ValueError(f"generationConfig.responseMimeType must be one of {', '.join(MIME_TYPES)}")
+    for name in ("responseSchema", "responseJsonSchema"):
+        if name in config and len(json.dumps(config[name])) > MAX_SCHEMA:
+            raise ValueError(f"generationConfig.{name} is over {MAX_SCHEMA:,} characters: not sent")
+    return config
+
+
+def kind_name(kind):
+    return {NUMBER: "a number", WHOLE: "a whole number", TEXT: "text", SCHEMA: "an object"}[kind]
 
 
 def refuse_constant(name):
     raise ValueError(f"{name} is not JSON a model takes")
 
 
-def is_content(value):
-    return isinstance(value, dict) and isinstance(value.get("parts"), list) and \
-        all(isinstance(part, dict) for part in value["parts"])
-
-
 def estimate_tokens(body):
-    """Characters of every part of a request (text, and any other part as its JSON), over CHARS_PER_TOKEN."""
+    """Every character the request sends (its texts, its settings and schema, as JSON) over CHARS_PER_TOKEN."""
     contents = body["contents"] + [body.get("systemInstruction") or {"parts": []}]
-    return sum(len(part["text"]) if isinstance(part.get("text"), str) else len(json.dumps(part))
-               for content in contents for part in content["parts"]) // CHARS_PER_TOKEN
+    texts = sum(len(part["text"]) for content in contents for part in content["parts"])
+    return (texts + len(json.dumps(body.get("generationConfig") or {}))) // CHARS_PER_TOKEN
 
 
-def adapt(request, facts):
-    """The body for a model: what it accepts, the rest folded into the text; never a thinking setting; the output
-    limit clamped to the largest a model gives."""
+def adapt(request, facts, answer="json"):
+    """The body for a model: what it accepts, in the answer format asked of its backend ("json": the schema, as
+    strict JSON mode or folded into the text; "files": formats.FILES_FORMAT), the rest folded into the text; the
+    output limit clamped to the largest a model gives."""
     body = {"contents": copy.deepcopy(request["contents"])}
     config = dict(request.get("generationConfig") or {})
-    config.pop("thinkingConfig", None)
     if isinstance(config.get("maxOutputTokens"), int):
         config["maxOutputTokens"] = max(1, min(config["maxOutputTokens"], MAX_OUTPUT))
-    if not facts["json_mode"] and config.get("responseMimeType") == "application/json":
+    wants_json = config.get("responseMimeType") == "application/json"
+    if wants_json and (answer == "files" or not facts["json_mode"]):
         taken = {name: config.pop(name, None) for name in ("responseMimeType", "responseSchema", "responseJsonSchema")}
         schema = taken["responseSchema"] or taken["responseJsonSchema"]
-        fold(body["contents"][-1], ANSWER_ONLY + (f" It follows this schema: {json.dumps(schema)}" if schema else ""),
-             first=False)
+        fold(body["contents"][-1], FILES_FORMAT if answer == "files" else
+             ANSWER_ONLY + (f" It follows this schema: {json.dumps(schema)}" if schema else ""), first=False)
     system = request.get("systemInstruction")
-    texts = [part["text"] for part in (system or {}).get("parts", []) if isinstance(part.get("text"), str)]
+    texts = [part["text"] for part in (system or {}).get("parts", [])]
     if system and not facts["system_instruction"]:
         fold(body["contents"][0], "\n\n".join(texts), first=True)
     elif system:
@@ -114,20 +172,54 @@ def fold(content, text, first):
 
 
 # --- the answer -----------------------------------------------------------------------------------
-def clean_answer(body):
-    """(the answer, a line on what was salvaged or ""), or a ValueError saying why the answer is unusable."""
+def clean_answer(body, sent):
+    """(the answer, a note on what could not be kept, or ""), or a ValueError saying exactly why the answer is
+    unusable: the parser's own error and where. `sent` is the body as it went upstream: its answer format is the
+    one read first, and text it holds (the rules' example, a file of the codebase) is never taken for the answer."""
     feedback = body.get("promptFeedback")
     if isinstance(feedback, dict) and feedback.get("blockReason"):
         raise ValueError(f"prompt blocked ({feedback['blockReason']})")
     candidates = body.get("candidates")
     candidate = candidates[0] if isinstance(candidates, list) and candidates and isinstance(candidates[0], dict) else {}
     text, finish = answer_text(candidate), candidate.get("finishReason")
-    if finish == "STOP" and (answer := find_answer(text)):
-        return answer, ""
-    if finish == "MAX_TOKENS" and (answer := salvage(text)):
-        return answer, f"cut off (MAX_TOKENS): kept the {len(answer['files'])} file(s) that came whole"
-    raise ValueError(f"answer cut off, empty or not the JSON asked for (finishReason {finish}, {len(text):,} "
-                   f"characters: {text[:80]!r})")
+    if not text.strip():
+        raise ValueError(f"empty answer (finishReason {finish})")
+    prompt, files_asked = request_text(sent), FILES_FORMAT in request_text(sent)
+    asked, other = [formats.read_files, lambda t: formats.read_json(t, prompt)][::1 if files_asked else -1]
+    try:
+        answer, broken = asked(text)
+    except ValueError as why:
+        answer, broken = read_otherwise(other, text), ""
+        if answer is None:
+            raise ValueError(f"{why}{cut_off(finish, text)}") from None
+    if not answer["files"]:  # a model may answer in the format it was not asked for
+        answer = read_otherwise(other, text) or answer
+    if not answer["files"] and finish not in ("STOP", None):
+        raise ValueError(f"no file came whole{cut_off(finish, text)}")
+    if finish not in ("STOP", None) and answer["files"]:  # what broke is the cut's doing
+        broken = "cut off (MAX_TOKENS)" if finish == "MAX_TOKENS" else f"cut off (finishReason {finish})"
+    return answer, f"{broken}: kept the {len(answer['files'])} file(s) that came whole" if broken else ""
+
+
+def read_otherwise(reader, text):
+    """The answer with files in the format that was not asked for, or None."""
+    try:
+        answer = reader(text)[0]
+    except ValueError:
+        return None
+    return answer if answer["files"] else None
+
+
+def cut_off(finish, text):
+    """What an answer's end says, when it did not end as asked: its finish reason and length."""
+    return "" if finish == "STOP" else f" (finishReason {finish}, {len(text):,} characters: the answer was cut off)" \
+        if finish == "MAX_TOKENS" else f" (finishReason {finish}, {len(text):,} characters)"
+
+
+def request_text(body):
+    """Every text the request sent, joined."""
+    contents = body["contents"] + [body.get("systemInstruction") or {"parts": []}]
+    return "\n".join(part["text"] for content in contents for part in content["parts"])
 
 
 def answer_text(candidate):
@@ -138,62 +230,43 @@ def answer_text(candidate):
                    and isinstance(part.get("text"), str)) if isinstance(parts, list) else ""
 
 
-def find_answer(text):
-    """The answer object wherever it starts in the text: behind a Markdown fence, a space or prose."""
-    decoder = json.JSONDecoder()
-    for start in re.finditer(r'\{\s*"(?:tasks|done|files)"', text):
-        try:
-            value, _ = decoder.raw_decode(text, start.start())
-        except ValueError:
-            continue
-        if answer := as_answer(value):
-            return answer
-    return None
-
-
-def as_answer(value):
-    """The answer in the schema asked for (tasks as text, done as numbers, files with a path and a text), or None."""
-    if not isinstance(value, dict) or not isinstance(value.get("tasks"), list) \
-            or not isinstance(value.get("files"), list):
-        return None
-    if not all(isinstance(item, dict) and isinstance(item.get("path"), str) and isinstance(item.get("content"), str)
-               for item in value["files"]):
-        return None
-    done = value.get("done") if isinstance(value.get("done"), list) else []
-    return {"tasks": [str(task) for task in value["tasks"]],
-            "done": [n for n in done if isinstance(n, int) and not isinstance(n, bool)],
-            "files": [{"path": item["path"], "content": item["content"]} for item in value["files"]]}
-
-
-def salvage(text):
-    """The tasks and the whole files at the start of an answer cut off, or None when no file came whole."""
-    decoder, found = json.JSONDecoder(), {"tasks": [], "files": []}
-    for name in found:
-        match = re.search(rf'"{name}"\s*:\s*\[', text)
-        position = match.end() if match else len(text)
-        while position < len(text):
-            position = re.compile(r"[\s,]*").match(text, position).end()
-            try:
-                item, position = decoder.raw_decode(text, position)
-            except ValueError:
-                break
-            found[name].append(item)
-    found["files"] = [item for item in found["files"] if isinstance(item, dict)
-                      and isinstance(item.get("path"), str) and isinstance(item.get("content"), str)]
-    return as_answer(found) if found["files"] else None
-
-
-def drop_lazy(answer):
-    """The answer without files whose text stands in for code, and a line for each file dropped."""
-    kept, refused = [], []
+def drop_unusable(answer, sent):
+    """The answer without the files that cannot be the model's work (empty, lazy placeholders, the instructions'
+    example sent back), and a line for each file dropped."""
+    kept, refused, rules = [], [], instructions(sent)
     for item in answer["files"]:
-        if not item["content"].strip():
-            refused.append(f"{item['path']}: empty")
-        elif LAZY.search(item["content"]):
-            refused.append(f"{item['path']}: lazy: its text stands in for code it would drop")
+        if why := unusable_file(item, rules):
+            refused.append(f"{item['path']}: {why}")
         else:
             kept.append(item)
     return {**answer, "files": kept}, refused
+
+
+def unusable_file(item, rules):
+    """Why a file of an answer cannot be the model's work, or None."""
+    path, content = item["path"], item["content"]
+    if not content.strip():
+        return "empty"
+    if lazy := LAZY.search(content):
+        line = content[lazy.start():].lstrip("\n").split("\n", 1)[0].strip()
+        return f"lazy: {line[:60]!r} stands in for code it would drop"
+    if path == PLACEHOLDER or "." not in path.rsplit("/", 1)[-1] and re.search(rf"\b{re.escape(path)}\b", rules):
+        return "the instructions' example path, not a file of the codebase"
+    if len(content.strip()) >= 8 and content.strip() in rules:
+        return "the instructions' own text, sent back"
+    return None
+
+
+def instructions(body):
+    """The request's instructions (its system instruction and the answer format folded into it), not the prompt."""
+    system = "\n".join(part["text"] for part in (body.get("systemInstruction") or {"parts": []})["parts"])
+    return "\n".join([system] + ([FILES_FORMAT] if FILES_FORMAT in request_text(body) else []))
+
+
+def describe_answer(answer, refused):
+    """What an answer held, for a "no change": its tasks and its files, and what was dropped."""
+    dropped = f"; dropped: {'; '.join(refused)}" if refused else ""
+    return f"{len(answer['tasks'])} task(s) and {len(answer['files']) + len(refused)} file(s){dropped}"
 
 
 def answer_body(answer, body, model):

@@ -28,6 +28,7 @@ class Backend(Protocol):
     key_name: str     # the setting holding the key: errors name it, redaction shows it
     local: bool       # a server of the person's own: no free-tier quotas, its context told by a setting
     model_help: str   # how to name models that can be asked, when none can
+    answer_format: str  # what answers.adapt asks the model for: "json" (the seed's schema) or "files" (<file> blocks)
 
     def prepare(self, models):
         """What the backend must learn before planning (a server's context, say): None, or one line saying why

@@ -30,6 +30,7 @@ import re
 import secrets
 import threading
 import time
+from collections import Counter
 from datetime import timedelta
 from pathlib import Path
 
@@ -41,12 +42,14 @@ from .outcomes import Kind, MovedOn, Reply, Retry, refusal, stopping, unusable, 
 from .settings import KEY_SHAPES
 
 # --- settings ---------------------------------------------------------------------------------
-STEERING_ROOM = 5_000     # tokens a prompt needs besides the person's goal and tasks: the seed's rules and the
-                          # log's end (about 2,000), and room for a few files of code
+STEERING_ROOM = 2_000     # tokens a prompt needs besides the person's goal and tasks: the seed's rules (about
+                          # 400) and the log's end (about 1,300), and room for a small file: a context of 8,192
+                          # tokens leaves 3,311 for the prompt
 TRANSIENT_TRIES = 3       # tries of one model when its server is busy or out of reach
 MINUTE_WAITS = 2          # per-minute limits waited out within one request of the seed
 BACKOFF = 2.0             # seconds before the first retry after a server or network error; doubled, ±50 % jitter
 MAX_WAIT = 180.0          # seconds one request of the seed may wait inside the gateway in all
+STREAK = 5                # answers in a row of one model that landed nothing, after which the console says why
 LINGER = 10.0             # seconds close_run waits for a request still under way upstream
 RETRY_LATER = timedelta(minutes=5)  # when to try again after the server stayed busy or out of reach
 GONE_FOR = timedelta(days=1)        # a model that was not found is not asked again before this
@@ -80,6 +83,7 @@ class Gateway:
         self.said, self.told = say, tell or say  # the status line; the console's permanent lines (waits)
         self.lock = threading.RLock()
         self.run, self.stopped, self.server, self.url, self.steering = None, None, None, None, 0
+        self.wasted = {}  # model -> why each of its answers in a row landed nothing
 
     # --- the keeper's side ----------------------------------------------------------------------
     def start(self):
@@ -141,6 +145,22 @@ class Gateway:
         with self.lock:
             self.books.record_waste(model, self.redact(why))
 
+    def tally(self, model, wasted_on):
+        """Keep what each answer of a model came to (None: it landed; else what it failed on, in words): after STREAK
+        in a row that landed nothing, a line on the console saying what they came to (returned too); else None."""
+        with self.lock:
+            if wasted_on is None:
+                self.wasted.pop(model, None)
+                return None
+            wasted = self.wasted.setdefault(model, [])
+            wasted.append(re.split(r"[:(]", wasted_on)[0].strip() or "no change")
+            if len(wasted) % STREAK:
+                return None
+            kinds = ", ".join(f"{n} {kind}" for kind, n in Counter(wasted).most_common())
+        self.tell(line := f"{model}: the last {len(wasted)} answers landed nothing ({kinds}); if this goes on, this "
+                          "model may be too small for whole-file answers: try a larger one")
+        return line
+
     # --- which model, and when ------------------------------------------------------------------
     def budget(self, model):
         """The largest prompt the seed may send the model, in estimated tokens, under the user's cap."""
@@ -159,8 +179,9 @@ class Gateway:
         if self.steering and budget < need:
             fix = "shorten them (or raise SEED_PROMPT_TOKENS)" if budget == self.prompt_tokens else \
                 self.backend.make_room(model, need)
-            return "steering", None, (f"{model}: goal.md and the open tasks (~{self.steering:,} tokens) leave no room "
-                                      f"for code in its prompt of {budget:,} tokens: {fix}")
+            return "steering", None, (f"{model}: goal.md and the open tasks (~{self.steering:,} tokens), with the "
+                                      f"seed's rules, the log's end and a little code (~{STEERING_ROOM:,}), are "
+                                      f"~{need - budget:,} tokens over its prompt of {budget:,}: {fix}")
         # the whole budget must fit the window now: the seed's time limit never pays for the gateway's pacing
         wait = self.books.pace_wait(model, math.ceil(budget * MARGIN), facts) if paced else 0
         if wait > 0:
@@ -310,22 +331,22 @@ class Gateway:
                 raise MovedOn(f"the prompt is over its budget of {self.budget(model):,} tokens now")
             if self.books.requests_today(model) >= self.known.get(model)["rpd"]:  # a retry must not pass the day
                 raise MovedOn("daily quota spent")
-            body = answers.adapt(request, facts := self.known.get(model))
+            body = answers.adapt(request, facts := self.known.get(model), self.backend.answer_format)
         self.pace(run, model, math.ceil(answers.estimate_tokens(body) * MARGIN), deadline)
         with self.lock:
             call, day = self.books.count_sent(model)
             run.calls.append(call)
-        began, outcomes.TAPE.exchanges = time.monotonic(), []
+        began, outcomes.TAPE.exchanges, outcomes.TAPE.over = time.monotonic(), [], run.over
         try:
             outcome = self.backend.ask(model, body, facts)
         finally:
-            taped, outcomes.TAPE.exchanges = outcomes.TAPE.exchanges, None
+            taped, outcomes.TAPE.exchanges, outcomes.TAPE.over = outcomes.TAPE.exchanges, None, None
         sent, received = taped[-1] if taped else (b"", b"")
         call.update(day=day, latency=round(time.monotonic() - began, 3), sent=self.redact_bytes(sent),
                     received=self.redact_bytes(received))
         if outcome.body is not None:
             call["tokens"] = answers.read_usage(outcome.body)
-        action = self.act(run, model, outcome)
+        action = self.act(run, model, outcome, body)
         if isinstance(action, dict):  # the answer as the door sends it to the seed
             call["cleaned"] = json.dumps(action, ensure_ascii=False).encode()
         with self.lock:
@@ -335,13 +356,14 @@ class Gateway:
             raise action
         return action
 
-    def act(self, run, model, outcome):
-        """The clean answer for the seed, or what to do instead (Retry, MovedOn, a Reply), for an outcome."""
+    def act(self, run, model, outcome, sent):
+        """The clean answer for the seed, or what to do instead (Retry, MovedOn, a Reply), for an outcome of the
+        request `sent`."""
         kind, why = outcome.kind, outcome.why
         if outcome.learned:  # figures the server stated: a 429's quota
             self.learn(model, **outcome.learned)
         if kind == Kind.ANSWER:
-            return self.keep_answer(run, model, outcome.body)
+            return self.keep_answer(run, model, outcome.body, sent)
         if kind == Kind.RETRY_LATER:
             return Retry("server" if outcome.delay is None else "minute", why, outcome.delay)
         if kind == Kind.REFUSED_FEATURE and self.learn(model, **{outcome.feature: False}):
@@ -358,13 +380,16 @@ class Gateway:
             return stopping(why)
         return unusable(why, outcome.status, "INVALID_ARGUMENT" if 400 <= outcome.status < 500 else "INTERNAL")
 
-    def keep_answer(self, run, model, body):
-        """The answer for the seed, clean and without its lazy files; the run notes them and what was salvaged."""
+    def keep_answer(self, run, model, body, sent):
+        """The answer for the seed, clean and without the files that cannot be the model's work; the run notes them
+        and what was salvaged. An answer left with no file is unusable, saying what it held."""
         try:
-            answer, salvaged = answers.clean_answer(body)
+            answer, salvaged = answers.clean_answer(body, sent)
         except ValueError as why:
             return unusable(str(why))
-        answer, refused = answers.drop_lazy(answer)
+        answer, refused = answers.drop_unusable(answer, sent)
+        if not answer["files"]:
+            return unusable(f"no file to write: the answer held {answers.describe_answer(answer, refused)}")
         with self.lock:
             run.refused += refused
             run.salvaged = salvaged or run.salvaged

@@ -47,6 +47,7 @@ def from_env(environ):
 class Gemini:
     """Gemini's generateContent, with per-minute and per-day quotas."""
     local = False
+    answer_format = "json"  # Gemini keeps the seed's schema in strict JSON mode (answers.adapt)
     key_name = "GEMINI_API_KEY"  # the setting holding the key: errors name it, redaction shows it
     model_help = ("Set GEMINI_MODEL in .env to models this key can call (python fallback.py --models lists them); a "
                   "model that answered 404 is asked again after a day, or at once if you delete {quota}")

@@ -176,6 +176,9 @@ def run_iteration(number, index, timeout, memory, gateway, confinement=""):
     if run.said["answered"] and result.outcome is not Outcome.LANDED:
         result.waste = waste_of(result)
         gateway.record_waste(run.said["model"], result.waste)
+    if run.said["model"] and result.outcome in (Outcome.LANDED, Outcome.NO_CHANGE, Outcome.ROLLED_BACK):
+        streak = gateway.tally(run.said["model"], None if result.outcome is Outcome.LANDED else result.summary)
+        result.stalled = streak or result.stalled
     return result
 
 

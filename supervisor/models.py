@@ -2,7 +2,7 @@
 
     known = Models(Path("backups/models.json"), os.environ.get("GEMINI_LIMITS", ""))
     known.get("gemma-4-31b-it")
-    # {"rpm": 15, "tpm": 16000, "rpd": 1500, "json_mode": False, "system_instruction": True}
+    # {"rpm": 15, "tpm": 16000, "rpd": 1500, "json_mode": False, "system_instruction": True, "json_schema": True}
     known.learn("gemini-3.5-flash", tpm=30000)   # what a 429 or a 400 just said, kept in the memory file
 
 Three layers, each correcting the one before:
@@ -29,29 +29,30 @@ from .settings import load_json, save_json
 # --- settings ---------------------------------------------------------------------------------
 DEFAULT_MODELS = "gemini-3.5-flash,gemini-3.5-flash-lite,gemma-4-26b-a4b-it"  # a key made in late 2026 can call these
 FIGURES = ("rpm", "tpm", "rpd")  # requests a minute, input tokens a minute, requests a day: GEMINI_LIMITS's order
-FEATURES = ("json_mode", "system_instruction")  # strict JSON mode (responseMimeType + responseSchema enforced);
-                                                # systemInstruction accepted (else folded into the first user text)
+FEATURES = ("json_mode", "system_instruction", "json_schema")  # strict JSON mode (responseMimeType + responseSchema
+# enforced); systemInstruction accepted (else folded into the first user text); on a server of the user's own,
+# OpenAI's response_format json_schema accepted (else json_object with the schema, which llama-cpp-python takes)
 # The free tier as of November 2026 (perishable). Gemma 4 accepts JSON mode but does not enforce it (its answers
 # come fenced or with prose around them), so it is asked as a model without it.
-#                              rpm      tpm   rpd  json_mode system_instruction
+#                              rpm      tpm   rpd  json_mode system_instruction json_schema
 TABLE = {
-    "gemini-3.5-flash":      (5, 250_000, 20, True, True),
-    "gemini-3.6-flash":      (5, 250_000, 20, True, True),
-    "gemini-3.7-flash":      (5, 250_000, 20, True, True),
-    "gemini-3.8-flash":      (5, 250_000, 20, True, True),
-    "gemini-3.5-flash-lite": (15, 250_000, 500, True, True),
-    "gemini-3.1-flash-lite": (15, 250_000, 500, True, True),   # shuts down 2027-05-07
-    "gemini-2.5-flash-lite": (10, 250_000, 20, True, True),    # 404 for keys made since about August 2026
-    "gemma-4-31b-it":        (15, 16_000, 1_500, False, True),  # slow (20 to 57 s), often 500/503
-    "gemma-4-26b-a4b-it":    (15, 16_000, 1_500, False, True),
+    "gemini-3.5-flash":      (5, 250_000, 20, True, True, True),
+    "gemini-3.6-flash":      (5, 250_000, 20, True, True, True),
+    "gemini-3.7-flash":      (5, 250_000, 20, True, True, True),
+    "gemini-3.8-flash":      (5, 250_000, 20, True, True, True),
+    "gemini-3.5-flash-lite": (15, 250_000, 500, True, True, True),
+    "gemini-3.1-flash-lite": (15, 250_000, 500, True, True, True),   # shuts down 2027-05-07
+    "gemini-2.5-flash-lite": (10, 250_000, 20, True, True, True),    # 404 for keys made since about August 2026
+    "gemma-4-31b-it":        (15, 16_000, 1_500, False, True, True),  # slow (20 to 57 s), often 500/503
+    "gemma-4-26b-a4b-it":    (15, 16_000, 1_500, False, True, True),
 }
 # A model not in TABLE: the table's lowest figures (raise them with GEMINI_LIMITS); its features are assumed
 # until it refuses one, which costs one request, once.
-CAUTIOUS = (5, 16_000, 20, True, True)
+CAUTIOUS = (5, 16_000, 20, True, True, True)
 # A model on a server of the user's own (Ollama, llama.cpp, LM Studio, vLLM): no daily quota and no per-minute
 # limits, so nothing is paced; its features are assumed until it refuses one. Its prompt budget comes from its
 # context length, which the server says (openai_compatible.py).
-LOCAL = (math.inf, math.inf, math.inf, True, True)
+LOCAL = (math.inf, math.inf, math.inf, True, True, True)
 
 
 class Models:

@@ -7,11 +7,14 @@
 
 Ollama (http://localhost:11434/v1), llama.cpp's llama-server, llama-cpp-python, LM Studio, vLLM and LiteLLM's
 proxy all serve POST {base}/chat/completions. The seed keeps speaking Gemini's REST shape; this file translates:
-- The system instruction and the contents become messages; the answer schema becomes response_format
-  json_schema (strict: every property required, no others) until the server refuses response_format (by
-  what its error says, whatever its status: llama-cpp-python answers 500), after which the schema goes as
-  text. The answer comes back in Gemini's shape: leading <think>/<thought> sections as thought parts,
-  finish_reason "length" as MAX_TOKENS, usage in Gemini's names; a reasoning_content field is ignored.
+- The system instruction and the contents become messages. A model is asked in OPENAI_ANSWER_FORMAT: "files"
+  (the default: plain text with <file path> blocks, which answers.adapt asks for; small models write code in
+  JSON strings badly) or "json": the schema as response_format json_schema (strict: every property required,
+  no others); after a server refuses that (by what its error says, whatever its status: llama-cpp-python
+  answers 500), json_object with the schema (llama-cpp-python makes it a grammar); after that too, as text.
+  The answer is streamed (streaming.py: a runaway is stopped, and an ended run closes the request) and comes
+  back in Gemini's shape: leading <think>/<thought> sections as thought parts, finish_reason "length" as
+  MAX_TOKENS, usage in Gemini's names; a reasoning_content field is ignored.
 - No daily quota and no pacing (models.LOCAL). The prompt budget comes from the context the server runs the
   model with (Ollama's /api/ps, after an empty /api/generate loads it, or num_ctx; llama.cpp's /props; LM
   Studio's /api/v1/models; LiteLLM's /v1/model/info or a model list's max_input_tokens; vLLM's max_model_len),
@@ -24,12 +27,14 @@ proxy all serve POST {base}/chat/completions. The seed keeps speaking Gemini's R
 import math
 import os
 import re
+import time
 from datetime import timedelta
 
 import requests
 
 from .answers import FOLD_TOKENS, MARGIN
-from .outcomes import Kind, Outcome, TooLarge, fetch_bounded, one_line, utc_now
+from .outcomes import TAPE, Kind, Outcome, TooLarge, fetch_bounded, one_line, utc_now
+from .streaming import STREAM, reader
 
 # --- settings ---------------------------------------------------------------------------------
 CONTEXT_TOKENS = 8192     # the context assumed when the server does not say one (OPENAI_CONTEXT_TOKENS changes it)
@@ -38,11 +43,19 @@ SMALLEST_BUDGET = 3_000   # estimated tokens: the rules, the goal, the tasks and
                           # context leaves less (a context under 8,192 tokens) is not planned
 ANSWER_TIMEOUT = (3, 840)  # seconds to connect, and to wait for a whole answer (a CPU can take many minutes;
                            # the seed waits 890 s by default)
+ANSWER_SECONDS = 600      # the longest an answer may take: a longer one is stopped (its whole files kept), and the
+                          # tokens asked are what the model's measured speed writes in that time
+TEMPERATURE = 0.2         # unless the seed asks another: small code models sampled at servers' defaults (0.8)
+                          # wander (Qwen2.5-Coder 1.5B named its notes keeper app.py, or stubbed it)
+MEASURED_FROM = 500       # tokens of an answer long enough to measure a model's speed by (its prompt's time counted in)
 PROBE_TIMEOUT = (3, 10)   # seconds to connect, and to answer, for what the server says about a model
 LOAD_TIMEOUT = (3, 300)   # seconds for Ollama to load a model into memory (an empty /api/generate)
 BARE_429_WAIT = 60.0      # seconds to wait after a 429 (local servers say no more)
 RETRY_LATER_MINUTES = 5   # minutes to wait when the server stopped answering after it had answered
 TRANSIENT = {408, 500, 502, 503, 504}
+ANSWER_FORMATS = ("files", "json")  # how answers are asked for (OPENAI_ANSWER_FORMAT; the first is the default):
+# plain text with <file path> blocks (small models write code in JSON strings badly: bench/real_model.py), or the
+# seed's JSON schema as response_format
 START_HINT = "start the server (for Ollama: `ollama serve`), or fix OPENAI_BASE_URL in .env"
 BASE_HINT = "is OPENAI_BASE_URL right? (for Ollama: http://localhost:11434/v1)"
 KEY_FIX = "set OPENAI_API_KEY in .env to the key it expects (LiteLLM's proxy: its master key or a virtual key)"
@@ -78,7 +91,8 @@ def chosen_by(environ):
 def from_env(environ):
     """The backend as the settings in `environ` describe it."""
     return OpenAICompatible(environ["OPENAI_BASE_URL"].strip().rstrip("/"), environ.get("OPENAI_API_KEY", "").strip(),
-                            names(environ.get("OPENAI_MODEL", "")), read_context_tokens(environ))
+                            names(environ.get("OPENAI_MODEL", "")), read_context_tokens(environ),
+                            read_answer_format(environ))
 
 
 def chosen_models(environ):
@@ -91,7 +105,7 @@ class OpenAICompatible:
     key_name = "OPENAI_API_KEY"
     model_help = "Set OPENAI_MODEL in .env to models your server has (python fallback.py --models lists them)"
 
-    def __init__(self, upstream, key, models, context_tokens=None):
+    def __init__(self, upstream, key, models, context_tokens=None, answer_format=ANSWER_FORMATS[0]):
         if not re.match(r"https?://[^/\s]+", upstream):
             raise ValueError(f"OPENAI_BASE_URL is not a usable URL: {upstream!r} (for Ollama: "
                              "http://localhost:11434/v1)")
@@ -99,17 +113,20 @@ class OpenAICompatible:
             raise ValueError("OPENAI_MODEL is not set: name the model(s) your server runs, best first, separated by "
                              "commas (python fallback.py --models lists them)")
         self.upstream, self.key, self.models = upstream.rstrip("/"), key, models
+        self.answer_format = answer_format  # what answers.adapt asks the model for: "files" or "json"
         self.context_tokens = read_context_tokens(os.environ) if context_tokens is None else context_tokens
         self.contexts = {}    # model -> (context, who said it: a key of RAISE, the model's maximum or None)
         self.reached = False  # whether the server ever answered: before, not reaching it means it is not running
         self.listed = None    # the models the server lists (None: it did not say)
+        self.silent = set()   # models no probe could say anything about (llama-cpp-python): not probed again
+        self.speed = {}       # model -> tokens a second it answered with last: its answers are sized to ANSWER_SECONDS
 
     # --- which model, and how much may be asked ---------------------------------------------------
     def prepare(self, models):
         """Ask the server for each context it has not said yet, and whether it takes the key; a plan to stop or
         wait when it cannot be reached or refuses the key."""
         for model in models:
-            if self.contexts.get(model, (None, "setting"))[1] not in ("setting", "model"):
+            if self.contexts.get(model, (None, "setting"))[1] not in ("setting", "model") or model in self.silent:
                 continue
             try:
                 if not self.reached:
@@ -120,6 +137,8 @@ class OpenAICompatible:
             except requests.RequestException as error:
                 return self.unreachable_plan(error)
             self.reached, self.contexts[model] = True, found
+            if found[1:] == ("setting", None):  # no probe knew the server: asking again each run cannot change that
+                self.silent.add(model)
         return None
 
     def unreachable_plan(self, error):
@@ -138,8 +157,11 @@ class OpenAICompatible:
         return context_budget(self.context(model))
 
     def hindrance(self, model, facts):
-        """One line when the model's context is too small for a useful prompt, else None."""
+        """One line when the model's context is too small for a useful prompt, or when the server does not list the
+        model and nothing said its context (a request would fail), else None."""
         context = self.context(model)
+        if self.unlisted(model) and self.source(model) == "setting":
+            return f"{model}: the server does not list it (it has {', '.join(self.listed[:5]) or 'none'})"
         if context_budget(context) < SMALLEST_BUDGET:
             return (f"{model}: a context of {context:,} tokens leaves a prompt of ~{context_budget(context):,} (the "
                     f"seed needs {SMALLEST_BUDGET:,}): {self.unlisted(model)}"
@@ -176,10 +198,16 @@ class OpenAICompatible:
     def ask(self, model, body, facts):
         """The outcome of one chat completion, the answer given the room its context leaves."""
         context = self.context(model)
-        chat = as_chat(body, model, context - int(context * PROMPT_SHARE))
+        room = context - int(context * PROMPT_SHARE)
+        chat = {**as_chat(body, model, min(room, self.speed.get(model, room) * ANSWER_SECONDS), facts), **STREAM}
+        began = time.monotonic()
         try:
             response = fetch_bounded("POST", f"{self.upstream}/chat/completions", chat, bearer(self.key),
-                                     ANSWER_TIMEOUT)
+                                     ANSWER_TIMEOUT, reader(getattr(TAPE, "over", None), ANSWER_SECONDS))
+            if response.status_code == 200 and not response.content:  # llama-cpp-python streams nothing when it
+                unstreamed = {k: v for k, v in chat.items() if k not in STREAM}  # fails before a token: unstreamed,
+                response = fetch_bounded("POST", f"{self.upstream}/chat/completions", unstreamed,  # it says why
+                                         bearer(self.key), ANSWER_TIMEOUT)
         except TooLarge as error:
             return Outcome(Kind.UNUSABLE, "unusable answer", f"the server sent {error}: not read")
         except requests.RequestException as error:
@@ -187,15 +215,23 @@ class OpenAICompatible:
                                                               "is the server still running?")
         self.reached = True
         if response.status_code != 200:
-            return self.read_refusal(model, response.status_code, read_message(response))
+            return self.read_refusal(model, response.status_code, read_message(response), chat)
         body = json_of(response)
         if body is None:
             return Outcome(Kind.UNUSABLE, "unusable answer", f"the server's answer is not a JSON object: "
                                                               f"{response.text[:80]!r}")
+        self.measure(model, body, time.monotonic() - began)
         return Outcome(Kind.ANSWER, "answer", body=as_gemini(body))
 
-    def read_refusal(self, model, code, message):
-        """The outcome an error answer means, by what it says as much as by its status."""
+    def measure(self, model, body, seconds):
+        """Keep the model's speed, in tokens a second (the whole request's), from an answer of some length."""
+        tokens = positive((body.get("usage") or {}).get("completion_tokens")) if isinstance(body.get("usage"),
+                                                                                             dict) else None
+        if tokens and tokens >= MEASURED_FROM:
+            self.speed[model] = max(1, int(tokens / seconds))
+
+    def read_refusal(self, model, code, message, chat):
+        """The outcome an error answer means, by what it says as much as by its status; `chat` is what was sent."""
         said = f"{code}: {one_line(message)}"
         if code in (401, 403) or KEY_WORDS.search(message):
             return Outcome(Kind.KEY_REFUSED, "key refused", f"the server at {self.upstream} refused the key ({said}): "
@@ -204,9 +240,10 @@ class OpenAICompatible:
             return Outcome(Kind.MODEL_NOT_FOUND, "model not found", self.missing(model, message, said))
         if OVERFLOW.search(message):
             return self.overflow(model, message, said)
-        if REFUSED_FORMAT.search(message):
+        if REFUSED_FORMAT.search(message) and "response_format" in chat:  # json_schema first, then json_object
+            feature = "json_schema" if chat["response_format"]["type"] == "json_schema" else "json_mode"
             return Outcome(Kind.REFUSED_FEATURE, "feature refused", f"the server refused the request ({said})",
-                           feature="json_mode", status=code if 400 <= code < 500 else 502)
+                           feature=feature, status=code if 400 <= code < 500 else 502)
         if code == 429:
             return Outcome(Kind.RETRY_LATER, "429 without details", "per-minute limit (429 without details)",
                            delay=BARE_429_WAIT)
@@ -242,6 +279,14 @@ class OpenAICompatible:
 
 
 # --- the keeper's setup -----------------------------------------------------------------------
+def read_answer_format(environ):
+    """OPENAI_ANSWER_FORMAT (ANSWER_FORMATS[0] when unset); a ValueError naming the values it takes."""
+    text = environ.get("OPENAI_ANSWER_FORMAT", "").strip().lower() or ANSWER_FORMATS[0]
+    if text not in ANSWER_FORMATS:
+        raise ValueError(f"OPENAI_ANSWER_FORMAT is {text!r}: it takes {' or '.join(ANSWER_FORMATS)}")
+    return text
+
+
 def read_context_tokens(environ):
     """OPENAI_CONTEXT_TOKENS as a number (CONTEXT_TOKENS when unset); a ValueError saying how to write it."""
     text = environ.get("OPENAI_CONTEXT_TOKENS", "").strip()
@@ -395,19 +440,19 @@ def listed_context_of(entry):
 
 
 # --- the request --------------------------------------------------------------------------------
-def as_chat(body, model, room):
+def as_chat(body, model, room, facts):
     """A generateContent body, as the gateway adapted it, as a chat completion leaving `room` tokens to answer."""
     system = body.get("systemInstruction")
     system = [{"role": "system", "content": text_of(system)}] if system else []
     turns = [{"role": "assistant" if content.get("role") == "model" else "user", "content": text_of(content)}
              for content in body["contents"]]
-    config, chat = body.get("generationConfig") or {}, {"model": model, "messages": system + turns, "stream": False}
+    config, chat = body.get("generationConfig") or {}, {"model": model, "messages": system + turns}
     wanted = config.get("maxOutputTokens")
     chat["max_tokens"] = min(room, wanted) if isinstance(wanted, int) and wanted > 0 else room
-    if isinstance(config.get("temperature"), (int, float)):
-        chat["temperature"] = config["temperature"]
+    chat["temperature"] = config.get("temperature", TEMPERATURE)
     if config.get("responseMimeType") == "application/json":
-        chat["response_format"] = response_format(config.get("responseJsonSchema") or config.get("responseSchema"))
+        chat["response_format"] = response_format(config.get("responseJsonSchema") or config.get("responseSchema"),
+                                                  facts["json_schema"])
     return chat
 
 
@@ -415,10 +460,13 @@ def text_of(content):
     return "\n\n".join(part["text"] for part in content["parts"] if isinstance(part.get("text"), str))
 
 
-def response_format(schema):
-    """The answer schema as OpenAI's structured output (JSON alone when the request named no schema)."""
+def response_format(schema, structured=True):
+    """The answer schema as OpenAI's structured output; for a server that refused it, json_object with the schema
+    (llama-cpp-python turns it into a grammar); JSON alone when the request named no schema."""
     if not schema:
         return {"type": "json_object"}
+    if not structured:
+        return {"type": "json_object", "schema": json_schema(schema)}
     return {"type": "json_schema", "json_schema": {"name": "answer", "schema": json_schema(schema), "strict": True}}
 
 

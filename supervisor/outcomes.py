@@ -17,7 +17,8 @@ from enum import Enum
 import requests
 
 MAX_ANSWER = 8 * 2 ** 20  # bytes read of any answer from upstream (a whole answer of 65,536 tokens is under 1 MB)
-TAPE = threading.local()  # .exchanges: a list while the gateway keeps this thread's requests as (sent, received)
+TAPE = threading.local()  # .exchanges: a list while the gateway keeps this thread's requests as (sent, received);
+                          # .over: the event set when the run this thread asks for ends (a streamed answer stops)
 
 
 class Kind(Enum):
@@ -50,17 +51,24 @@ class TooLarge(requests.RequestException):
     """An answer over MAX_ANSWER bytes: read no further."""
 
 
-def fetch_bounded(method, url, body, headers, timeout):
-    """requests' Response with its body read to at most MAX_ANSWER bytes; TooLarge past that."""
+def fetch_bounded(method, url, body, headers, timeout, read=None):
+    """requests' Response with its body read by `read` (default: whole, to at most MAX_ANSWER bytes; TooLarge past
+    that). The connection is closed when it returns: a server still generating sees its client gone."""
     with requests.request(method, url, json=body, headers=headers, timeout=timeout, stream=True,
                           allow_redirects=False) as response:
-        data = response.raw.read(MAX_ANSWER + 1, decode_content=True)
-        if len(data) > MAX_ANSWER:
-            raise TooLarge(f"an answer over {MAX_ANSWER // 2 ** 20} MB")
+        data = (read or read_whole)(response)
         response._content = data  # what .json() and .text read, as if requests had read it all
         if getattr(TAPE, "exchanges", None) is not None:  # the bytes as they went and came, for the run's record
             TAPE.exchanges.append((response.request.body or b"", data))
         return response
+
+
+def read_whole(response):
+    """A response's body, to at most MAX_ANSWER bytes."""
+    data = response.raw.read(MAX_ANSWER + 1, decode_content=True)
+    if len(data) > MAX_ANSWER:
+        raise TooLarge(f"an answer over {MAX_ANSWER // 2 ** 20} MB")
+    return data
 
 
 # --- what the seed gets instead of an answer ----------------------------------------------------

@@ -28,8 +28,10 @@ def show_status(holder):
         score = f" (score {row['score']:g})" if row["score"] is not None else ""
         heading = f"Iteration {row['number']} — {row['ended']} — {row['outcome']}{score}"
         print(f"  {printable(heading)}")
-    tasks = [task.text for task in journal.parse_tasks(journal.read_tasks()) if not task.done]
-    print(f"pending tasks: {len(tasks)} open")
+    open_ones = [task for task in journal.parse_tasks(journal.read_tasks()) if not task.done]
+    tasks, failures = [task.text for task in open_ones], sum(bool(task.failure) for task in open_ones)
+    print(f"pending tasks: {len(tasks)} open ({len(tasks) - failures} yours, {failures} failures remembered: the "
+          "page lists them apart)")
     for task in tasks[:5]:
         print(f"  - {printable(task[:100])}")
     today, quota, now = record.ledger(ROOT).get(pacific_day(), {}), load_json(QUOTA), datetime.now(timezone.utc)

@@ -527,10 +527,10 @@ def test_usage_is_kept_per_day_and_model_with_the_waste_and_its_reasons(workspac
     [day] = json.loads((workspace / "backups" / "usage.json").read_text()).values()
     use = day["gemini-3.5-flash"]
     assert use["requests"] == 3 and use["prompt"] == 2400 and use["output"] == 600 and use["thinking"] == 300
-    assert use["kinds"] == {"429 per minute": 1, "answer": 2}
-    assert use["wasted"] == {"429 per minute": 1, "nothing to apply": 1}
-    assert "- Refused: seed.py: lazy: its text stands in for code it would drop" in \
-        (workspace / "iteration_log.md").read_text()
+    assert use["kinds"] == {"429 per minute": 1, "answer": 1, "unusable answer": 1}
+    assert use["wasted"] == {"429 per minute": 1, "unusable answer": 1}
+    assert "no file to write: the answer held 3 task(s) and 1 file(s); dropped: seed.py: lazy: '# ... existing code " \
+           "...' stands in for code it would drop" in (workspace / "iteration_log.md").read_text()
 
 
 def test_requests_that_never_reached_the_server_are_not_shown_against_the_quota(workspace, env):
@@ -1027,7 +1027,7 @@ def test_a_goal_or_task_too_big_for_the_model_is_said_and_costs_nothing(workspac
 
 def test_a_persons_edit_during_a_wait_for_the_world_is_never_walked_back(workspace, env, gemini):
     env["SEED_FAULT_PAUSE"] = "3"
-    gemini.reply(api.answer([("a.py", "a = 1\n")])).reply(api.answer([]))
+    gemini.reply(api.answer([("a.py", "a = 1\n")])).reply(api.answer([("a.py", "a = 1\n")]))  # the same again:
     assert run_fallback(workspace, env, "--iterations", "2").returncode == 0  # a.py lands, then is proven good
     env["SEED_MEMORY_MB"] = "20"
     keeper = subprocess.Popen([sys.executable, "fallback.py", "--delay", "0", "--iterations", "2"], cwd=workspace,

@@ -131,17 +131,15 @@ def test_requests_beyond_the_runs_cap_get_429_and_are_not_forwarded(gateway, ups
     assert ledger(state)[FLASH]["requests"] == 1
 
 
-def test_the_model_in_the_path_is_advisory_and_no_thinking_setting_or_token_goes_upstream(gateway, upstream):
+def test_the_model_in_the_path_is_advisory_and_no_token_goes_upstream(gateway, upstream):
     upstream.reply(api.answer(NOTES))
     gw = gateway()
     plan = gw.open_run()
-    body = seed_body(thinkingConfig={"thinkingBudget": 0})
-    assert ask(gw, plan["token"], body, model="gemini-9-ultra").status_code == 200
+    assert ask(gw, plan["token"], seed_body(), model="gemini-9-ultra").status_code == 200
     [sent] = upstream.requests
     assert sent["path"] == f"/v1beta/models/{FLASH}:generateContent"
     assert sent["headers"]["x-goog-api-key"] == KEY and KEY not in sent["path"]
     assert plan["token"] not in json.dumps(sent, default=bytes.decode)  # the bytes it came as, too
-    assert "thinkingConfig" not in sent["body"]["generationConfig"]
     assert sent["body"]["generationConfig"]["responseSchema"] == SCHEMA
     assert sent["body"]["systemInstruction"] == {"parts": [{"text": RULES}]}
 
@@ -201,7 +199,8 @@ def test_a_model_whose_prompt_cannot_hold_the_persons_goal_and_tasks_is_not_plan
     goal = 50_000 * 3  # characters of goal.md and the open tasks: about 50,000 tokens
     assert gateway([GEMMA, FLASH], prompt_tokens=100_000).open_run(goal)["model"] == FLASH
     stop = gateway([GEMMA]).open_run(goal)["stop"]
-    assert f"{GEMMA}: goal.md and the open tasks (~50,000 tokens) leave no room for code" in stop
+    assert f"{GEMMA}: goal.md and the open tasks (~50,000 tokens), with the seed's rules, the log's end and a little " \
+           f"code (~2,000), are ~40,375 tokens over its prompt of 11,625" in stop
     assert stop.endswith("shorten them.") and "GEMINI_MODEL" not in stop  # the files to fix, not the models
     gw = gateway([FLASH, GEMMA], limits=f"{FLASH}=5/250000/1", prompt_tokens=100_000)
     plan = gw.open_run(goal)
@@ -400,6 +399,31 @@ def test_the_files_that_came_whole_are_salvaged_from_an_answer_cut_off(gateway, 
     assert report["salvaged"] == "cut off (MAX_TOKENS): kept the 1 file(s) that came whole" and report["answered"]
 
 
+def test_every_whole_file_is_salvaged_from_an_answer_broken_anywhere_and_the_parsers_error_said(gateway, upstream):
+    """A 684-second answer with one bad escape in its first file (as Qwen2.5-Coder 1.5B wrote it) kept its two
+    whole test files."""
+    broken = ('```json\n{"tasks": ["Add notes"], "files": [{"path": "notes.py", "content": "print(\\\'hi\\\')\\n"}, '
+              '{"path": "tests/test_a.py", "content": "def test_a():\\n    assert 1\\n"}, '
+              '{"path": "tests/test_b.py", "content": "def test_b():\\n    assert 2\\n"}]}\n```')
+    upstream.reply(api.text_answer(broken))
+    gw = gateway()
+    plan = gw.open_run()
+    response = ask(gw, plan["token"])
+    assert [f["path"] for f in answer_of(response)["files"]] == ["tests/test_a.py", "tests/test_b.py"]
+    salvaged = gw.close_run(plan["token"])["salvaged"]
+    assert salvaged.startswith("not valid JSON: Invalid \\escape at line 2 column 75") and \
+        salvaged.endswith("kept the 2 file(s) that came whole")
+
+
+def test_an_unusable_answer_says_the_parsers_error_and_where(gateway, upstream):
+    upstream.reply(api.text_answer('{"tasks": ["a"], "files": [{"path": "a.py", "content": """x = 1"""}]}'))
+    gw = gateway()
+    plan = gw.open_run()
+    assert ask(gw, plan["token"]).status_code == 502
+    why = gw.close_run(plan["token"])["problem"]["why"]
+    assert why.startswith("not valid JSON: Expecting ',' delimiter at line 1 column 58") and "cut off" not in why
+
+
 @pytest.mark.parametrize("with_parts", [True, False])
 def test_an_answer_cut_off_before_any_whole_file_is_unusable(gateway, upstream, state, with_parts):
     upstream.reply(api.max_tokens(with_parts))
@@ -412,7 +436,7 @@ def test_an_answer_cut_off_before_any_whole_file_is_unusable(gateway, upstream, 
 
 
 @pytest.mark.parametrize("body, why", [(api.blocked(), "prompt blocked (PROHIBITED_CONTENT)"),
-                                       ({"weird": True}, "not the JSON asked for")])
+                                       ({"weird": True}, "empty answer (finishReason None)")])
 def test_a_blocked_or_strange_answer_is_unusable(gateway, upstream, body, why):
     upstream.reply(body)
     gw = gateway()
@@ -429,9 +453,41 @@ def test_lazy_files_are_removed_and_listed(gateway, upstream):
     plan = gw.open_run()
     response = ask(gw, plan["token"])
     assert [item["path"] for item in answer_of(response)["files"]] == ["notes.py"]
-    assert gw.close_run(plan["token"])["refused"] == ["seed.py: lazy: its text stands in for code it would drop",
-                                                      "util.py: lazy: its text stands in for code it would drop",
-                                                      "empty.py: empty"]
+    assert gw.close_run(plan["token"])["refused"] == [
+        "seed.py: lazy: '# ... existing code ...' stands in for code it would drop",
+        "util.py: lazy: '# rest of the file unchanged' stands in for code it would drop", "empty.py: empty"]
+
+
+@pytest.mark.parametrize("content", ["... existing code ...", "def main():\n    ...  # rest of the code unchanged\n",
+                                     "x = 1\n/* ... remaining functions ... */\n", "# your code here\n"])
+def test_a_lazy_placeholder_of_any_shape_is_dropped_and_an_answer_left_without_files_says_so(gateway, upstream,
+                                                                                            content):
+    """Qwen2.5-Coder 1.5B sent "... existing code ..." as a whole file, with no comment marker, three times."""
+    upstream.reply(api.answer([("notes.py", content)]))
+    gw = gateway()
+    plan = gw.open_run()
+    assert ask(gw, plan["token"]).status_code == 502
+    why = gw.close_run(plan["token"])["problem"]["why"]
+    assert why.startswith("no file to write: the answer held 3 task(s) and 1 file(s); dropped: notes.py: lazy: ")
+
+
+def test_the_rules_example_echoed_back_is_never_the_answer_and_its_path_never_lands(gateway, upstream):
+    """Qwen2.5-Coder 0.5B answered with the example of the rules filled in: files relative/path and relative/path2
+    landed."""
+    rules = ('Answer with JSON: {"tasks": ["one"], "files": [{"path": "relative/path", "content": "the complete new '
+             'text"}]}. Plan three tasks.')
+    echo = ('{"tasks": ["one"], "files": [{"path": "relative/path", "content": "the complete new text"}]}\n'
+            '{"tasks": ["two"], "files": [{"path": "relative/path2", "content": "the complete new text"}, '
+            '{"path": "relative/path", "content": "x = 1"}]}')
+    upstream.reply(api.text_answer(echo))
+    gw = gateway()
+    plan = gw.open_run()
+    body = seed_body() | {"systemInstruction": {"parts": [{"text": rules}]}}
+    assert ask(gw, plan["token"], body).status_code == 502
+    why = gw.close_run(plan["token"])["problem"]["why"]
+    assert why == ("no file to write: the answer held 1 task(s) and 2 file(s); dropped: relative/path2: the "
+                   "instructions' own text, sent back; relative/path: the instructions' example path, not a file of "
+                   "the codebase")
 
 
 # --- retries and stops ------------------------------------------------------------------------
@@ -540,7 +596,20 @@ def test_the_token_is_checked_before_a_body_is_read_and_a_huge_body_is_never_rea
 @pytest.mark.parametrize("body, says", [
     (seed_body() | {"contents": [{"role": "user", "parts": [{"text": "hi"}, {"inlineData": {
         "mimeType": "application/octet-stream", "data": "QUFB" * 1000}}]}]}, "only text parts"),
-    (seed_body(candidateCount=8), "candidateCount must be 1")], ids=["inline-data", "candidate-count"])
+    (seed_body(candidateCount=8), "candidateCount must be 1"),
+    (seed_body(candidate_count=8), "candidateCount must be 1"),
+    (seed_body(thinking_config={"thinking_budget": 0}), "thinking_config is not a field the gateway sends on"),
+    (seed_body(thinkingConfig={"thinkingBudget": 0}), "thinkingConfig is not a field the gateway sends on"),
+    (seed_body(temperature=0.2, **{"tempera_ture": 1}), "tempera_ture is not a field"),
+    (seed_body() | {"tools": [{"codeExecution": {}}]}, "tools is not a field the gateway sends on"),
+    (seed_body() | {"safety_settings": []}, "safety_settings is not a field the gateway sends on"),
+    (seed_body() | {"contents": [{"role": "user", "parts": [{"text": "hi"}], "cachedContent": "x"}]},
+     "contents[].cachedContent is not a field"),
+    (seed_body(max_output_tokens=10, maxOutputTokens=10), "maxOutputTokens is given twice"),
+    (seed_body(responseSchema={"type": "OBJECT", "description": "x" * 1_500_000}), "responseSchema is over 8,000"),
+    (seed_body(responseMimeType="text/x-shellscript"), "responseMimeType must be one of")],
+    ids=["inline-data", "candidate-count", "candidate-count-snake", "thinking-snake", "thinking", "unknown-setting",
+         "tools", "safety", "cached-content", "both-spellings", "huge-schema", "mime-type"])
 def test_what_the_seed_may_not_ask_is_refused_and_never_forwarded(gateway, upstream, body, says):
     gw = gateway()
     plan = gw.open_run()
@@ -548,11 +617,25 @@ def test_what_the_seed_may_not_ask_is_refused_and_never_forwarded(gateway, upstr
     assert response.status_code == 400 and says in response.json()["error"]["message"] and upstream.requests == []
 
 
-def test_an_output_limit_above_any_models_is_clamped(gateway, upstream):
+@pytest.mark.parametrize("name", ["maxOutputTokens", "max_output_tokens"])
+def test_an_output_limit_above_any_models_is_clamped_and_sent_in_one_spelling(gateway, upstream, name):
     upstream.reply(api.answer(NOTES))
     gw = gateway()
-    assert ask(gw, gw.open_run()["token"], seed_body(maxOutputTokens=10 ** 9)).status_code == 200
-    assert upstream.requests[0]["body"]["generationConfig"]["maxOutputTokens"] == answers.MAX_OUTPUT
+    assert ask(gw, gw.open_run()["token"], seed_body(**{name: 10 ** 7})).status_code == 200
+    assert upstream.requests[0]["body"]["generationConfig"] == {
+        "responseMimeType": "application/json", "responseSchema": SCHEMA, "maxOutputTokens": answers.MAX_OUTPUT}
+
+
+def test_every_byte_of_the_request_counts_toward_the_budget(gateway, upstream):
+    """A schema, a system instruction or settings are sent too: 1.5 MB of responseSchema went upstream against a
+    budget of ~175 KB before."""
+    gw = gateway(prompt_tokens=5_000)
+    plan = gw.open_run()
+    schema = {"type": "OBJECT", "description": "x" * 7_000}
+    body = seed_body("# Goal\n" + "y" * 8_000, responseSchema=schema)
+    response = ask(gw, plan["token"], body | {"systemInstruction": {"parts": [{"text": "z" * 1_000}]}})
+    assert response.status_code == 400 and "over this run's budget of 5,000" in response.json()["error"]["message"]
+    assert upstream.requests == []
 
 
 def test_an_answer_over_the_cap_is_not_read_whole(gateway, upstream):

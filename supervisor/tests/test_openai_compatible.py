@@ -18,10 +18,12 @@ The fake's bodies are written out here from the servers' own code, tests and doc
   #169 and #307; bhimrazy/receipt-ocr#20); OpenAI's own refusal of response_format (openai/openai-dotnet#276).
 """
 import importlib
+import itertools
 import json
 import re
 import socket
 import threading
+import time
 import uuid
 from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -89,6 +91,8 @@ class FakeServer:
                 fake.requests.append({"method": method, "path": self.path, "body": json.loads(data or b"null"),
                                       "headers": {k.lower(): v for k, v in self.headers.items()}})
                 status, body = fake.reply_to(method, self.path)
+                if isinstance(body, Stream):
+                    return body.send(self)
                 text = (body if isinstance(body, str) else json.dumps(body)).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "text/plain" if isinstance(body, str) else "application/json")
@@ -159,6 +163,38 @@ def bare():
     return {("GET", "/v1/models"): (200, {"object": "list", "data": [{"id": QWEN, "object": "model"}]})}
 
 
+class Stream:
+    """A streamed chat completion as llama-cpp-python 0.3.36 sent it to bench/real_model.py (sse_starlette, its
+    `sep="\\n"`): a ping comment, a role event, one event per token, a last one with the finish reason, then [DONE]
+    (no usage); `pause` seconds between events. Keeps how many events went out before the client hung up."""
+
+    def __init__(self, pieces, finish="stop", pause=0.0, events=True):
+        self.pieces, self.finish, self.pause, self.sent, self.hung_up = pieces, finish, pause, 0, threading.Event()
+        self.events = events  # False: its ping alone, as when the server fails before its first token
+
+    def event(self, delta, finish=None):
+        chunk = {"id": "chatcmpl-682b95d6-8d5d-492c-b925-ca6ba59b1e99", "model": "qwen2.5-coder-1.5b",
+                 "created": 1795636956, "object": "chat.completion.chunk",
+                 "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+        return f"data: {json.dumps(chunk)}\n\n".encode()
+
+    def send(self, handler):
+        handler.send_response(200)
+        handler.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        handler.end_headers()
+        ping = b": ping - 2026-11-25 20:02:51.122951+00:00\n\n"  # sse_starlette's, first and every 15 s
+        events = [ping, self.event({"role": "assistant"})], (self.event({"content": p}) for p in self.pieces)
+        try:
+            for event in itertools.chain(*events, [self.event({}, self.finish), b"data: [DONE]\n\n"]) \
+                    if self.events else [ping]:
+                handler.wfile.write(event)
+                handler.wfile.flush()
+                self.sent += 1
+                time.sleep(self.pause)
+        except OSError:
+            self.hung_up.set()
+
+
 def ollama_answer(content, finish="stop", reasoning=None):
     """Ollama's chat completion (openai/openai.go ToChatCompletion)."""
     message = {"role": "assistant", "content": content, **({"reasoning": reasoning} if reasoning else {})}
@@ -218,9 +254,10 @@ def gateway(tmp_path, said):
     made = []
 
     def make(base, models=(QWEN,), key="", **settings):
-        context_tokens = settings.pop("context_tokens", 8192)
+        context_tokens, answer_format = settings.pop("context_tokens", 8192), settings.pop("answer_format", "files")
         settings = {"backoff": 0.01, "say": said.append, **settings}
-        made.append(gateway_module.Gateway(local.OpenAICompatible(base, key, list(models), context_tokens),
+        made.append(gateway_module.Gateway(local.OpenAICompatible(base, key, list(models), context_tokens,
+                                                                  answer_format),
                                            tmp_path / "backups", **settings))
         made[-1].start()
         return made[-1]
@@ -245,7 +282,7 @@ def closed_port():
 # --- translation ------------------------------------------------------------------------------------
 def test_the_request_goes_as_messages_with_the_schema_as_response_format(gateway, servers):
     server = servers(ollama(running=16384)).answer(ollama_answer(json.dumps(PAYLOAD)))
-    gw = gateway(server.base)
+    gw = gateway(server.base, answer_format="json")
     plan = gw.open_run()
     assert plan["model"] == QWEN and plan["budget"] == budget_of(16384)
     response = ask(gw, plan["token"])
@@ -257,7 +294,8 @@ def test_the_request_goes_as_messages_with_the_schema_as_response_format(gateway
     [chat] = server.chats()
     assert chat["body"] == {"model": QWEN, "messages": [{"role": "system", "content": RULES},
                                                         {"role": "user", "content": GOAL}],
-                            "stream": False, "max_tokens": 16384 - int(16384 * 0.6),
+                            "stream": True, "stream_options": {"include_usage": True}, "temperature": 0.2,
+                            "max_tokens": 16384 - int(16384 * 0.6),
                             "response_format": {"type": "json_schema", "json_schema": {
                                 "name": "answer", "schema": JSON_SCHEMA, "strict": True}}}
     assert "authorization" not in chat["headers"]
@@ -338,8 +376,7 @@ def test_an_answer_cut_off_while_still_thinking_is_unusable(gateway, servers):
     plan = gw.open_run()
     assert ask(gw, plan["token"]).status_code == 502
     report = gw.close_run(plan["token"])
-    assert report["problem"]["kind"] == "unusable"
-    assert "finishReason MAX_TOKENS, 0 characters" in report["problem"]["why"]
+    assert report["problem"] == {"kind": "unusable", "why": "empty answer (finishReason MAX_TOKENS)"}
 
 
 @pytest.mark.parametrize("refusal", [
@@ -347,20 +384,103 @@ def test_an_answer_cut_off_while_still_thinking_is_unusable(gateway, servers):
                           "model.", "type": "invalid_request_error", "param": "response_format", "code": None}},
     {"error": "'response_format.json_schema.schema' must be an object"}], ids=["openai-shape", "lm-studio-string"])
 def test_a_refused_response_format_is_learned_once_and_the_schema_goes_as_text(gateway, servers, refusal):
-    server = servers(lm_studio(loaded=16384)).answer(refusal, 400)
+    server = servers(lm_studio(loaded=16384)).answer(refusal, 400).answer(refusal, 400)
     server.answer(ollama_answer(json.dumps(PAYLOAD))).answer(ollama_answer(json.dumps(PAYLOAD)))
-    gw = gateway(server.base, models=[GEMMA])
+    gw = gateway(server.base, models=[GEMMA], answer_format="json")
     plan = gw.open_run()
     assert ask(gw, plan["token"]).status_code == 200
-    assert [call["kind"] for call in gw.close_run(plan["token"])["calls"]] == ["feature refused", "answer"]
+    assert [call["kind"] for call in gw.close_run(plan["token"])["calls"]] == ["feature refused"] * 2 + ["answer"]
     gw.close()
-    again = gateway(server.base, models=[GEMMA])
+    again = gateway(server.base, models=[GEMMA], answer_format="json")
     assert ask(again, again.open_run()["token"]).status_code == 200
-    first, *without = [chat["body"] for chat in server.chats()]
-    assert first["response_format"]["type"] == "json_schema" and len(without) == 2
+    first, second, *without = [chat["body"] for chat in server.chats()]
+    assert first["response_format"]["type"] == "json_schema" and second["response_format"] == {
+        "type": "json_object", "schema": JSON_SCHEMA} and len(without) == 2
     for body in without:
         assert "response_format" not in body and body["messages"][-1]["content"] == (
             f"{GOAL}\n\n{answers.ANSWER_ONLY} It follows this schema: {json.dumps(SCHEMA)}")
+
+
+def test_after_json_schema_is_refused_the_schema_goes_as_json_object_never_as_no_constraint(gateway, servers):
+    """llama-cpp-python refuses json_schema with a 500 and takes json_object with a schema (a grammar): the gateway
+    used to fall back to no constraint at all."""
+    refusal = {"error": {"message": "[{'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), 'msg': "
+                                    "\"Input should be 'text' or 'json_object'\", 'input': 'json_schema'}]"}}
+    server = servers(llama_cpp()).answer(refusal, 500).answer(llama_cpp_answer(json.dumps(PAYLOAD)))
+    server.answer(llama_cpp_answer(json.dumps(PAYLOAD)))
+    gw = gateway(server.base, models=[LLAMA_CPP], answer_format="json")
+    assert ask(gw, gw.open_run()["token"]).status_code == 200
+    gw.close()
+    again = gateway(server.base, models=[LLAMA_CPP], answer_format="json")
+    assert answer_of(ask(again, again.open_run()["token"])) == PAYLOAD
+    formats = [chat["body"]["response_format"] for chat in server.chats()]
+    assert [f["type"] for f in formats] == ["json_schema", "json_object", "json_object"]
+    assert formats[1] == formats[2] == {"type": "json_object", "schema": JSON_SCHEMA}
+
+
+def test_a_streamed_answer_is_read_whole(gateway, servers):
+    text = "- Add notes\nDone: none\n<file path=\"notes.py\">\nNOTES = []\n</file>\n"
+    server = servers(llama_cpp()).answer(Stream(re.findall(r".{1,3}", text, re.S)))
+    gw = gateway(server.base, models=[LLAMA_CPP])
+    plan = gw.open_run()
+    assert answer_of(ask(gw, plan["token"]))["files"] == [{"path": "notes.py", "content": "NOTES = []\n"}]
+    assert gw.close_run(plan["token"])["tokens"]["output"] == len(re.findall(r".{1,3}", text, re.S))
+
+
+def test_a_stream_that_fails_before_its_first_token_is_asked_again_unstreamed_and_its_error_read(gateway, servers):
+    """llama-cpp-python answers a streamed request over its context (or with a response_format it refuses) with a
+    200 and nothing after it (bench/real_servers.py); unstreamed, it says why."""
+    overflow = {"error": {"message": "Requested tokens (4637) exceed context window of 2048",
+                          "type": "invalid_request_error"}}
+    server = servers(llama_cpp()).answer(Stream([], finish=None, events=False)).answer(overflow, 400)
+    gw = gateway(server.base, models=[LLAMA_CPP])
+    plan = gw.open_run()
+    assert ask(gw, plan["token"]).status_code == 429  # a wait: the next run is budgeted to the context stated
+    first, second = [chat["body"] for chat in server.chats()]
+    assert first["stream"] is True and "stream" not in second and "stream_options" not in second
+    assert "the next run is budgeted to 2,048 tokens" in gw.close_run(plan["token"])["problem"]["why"]
+
+
+def test_a_runaway_answer_is_stopped_early_its_whole_files_kept_and_the_server_left(gateway, servers):
+    """Qwen2.5-Coder 1.5B once wrote "\\t" to its token limit: 6,554 tokens, 381 s."""
+    whole = "- Add notes\nDone: none\n<file path=\"notes.py\">\nNOTES = []\n</file>\n<file path=\"tests/t.py\">\n"
+    stream = Stream(itertools.chain(whole, itertools.repeat("\t", 20_000)))
+    server = servers(llama_cpp()).answer(stream)
+    gw = gateway(server.base, models=[LLAMA_CPP])
+    plan = gw.open_run()
+    assert answer_of(ask(gw, plan["token"]))["files"] == [{"path": "notes.py", "content": "NOTES = []\n"}]
+    assert stream.hung_up.wait(5) and stream.sent < 1_500
+    report = gw.close_run(plan["token"])
+    assert report["salvaged"] == "cut off (finishReason REPETITION): kept the 1 file(s) that came whole"
+
+
+def test_the_upstream_request_is_closed_when_the_run_ends(gateway, servers):
+    """llama-cpp-python goes on generating a request whose client went away, unless it streams."""
+    stream = Stream(itertools.repeat("x = 1\n", 10_000), pause=0.01)
+    server = servers(llama_cpp()).answer(stream)
+    gw = gateway(server.base, models=[LLAMA_CPP])
+    plan = gw.open_run()
+    asking = threading.Thread(target=ask, args=(gw, plan["token"]), daemon=True)
+    asking.start()
+    time.sleep(0.5)
+    assert gw.close_run(plan["token"], linger=5)["asking"]
+    assert stream.hung_up.wait(5) and stream.sent < 500
+
+
+def test_a_local_model_is_asked_for_file_blocks_and_the_seed_gets_its_json(gateway, servers):
+    """Qwen2.5-Coder 1.5B writes code in JSON strings badly; asked for the blocks the prompt shows files in, it
+    writes them with no escaping (bench/real_model.py)."""
+    text = ("- Add notes.py\n- Test it\nDone: 1\n\n<file path=\"notes.py\">\nprint('a \\\\ b')\n</file>\n"
+            "<file path=\"tests/test_notes.py\">\n```python\ndef test_it():\n    assert True\n```\n</file>\n")
+    server = servers(llama_cpp()).answer(llama_cpp_answer(text))
+    gw = gateway(server.base, models=[LLAMA_CPP])
+    response = ask(gw, gw.open_run()["token"])
+    assert answer_of(response) == {"tasks": ["Add notes.py", "Test it"], "done": [1], "files": [
+        {"path": "notes.py", "content": "print('a \\\\ b')\n"},
+        {"path": "tests/test_notes.py", "content": "def test_it():\n    assert True\n"}]}
+    [chat] = server.chats()
+    assert "response_format" not in chat["body"]
+    assert chat["body"]["messages"][-1]["content"] == f"{GOAL}\n\n{answers.FILES_FORMAT}"
 
 
 # --- budgets ------------------------------------------------------------------------------------------
@@ -472,20 +592,33 @@ def test_a_server_gone_when_the_next_run_is_planned_is_a_wait(gateway, servers):
 
 
 @pytest.mark.parametrize("status, body, why", [
-    (404, ollama_missing("qwen9:1b"), 'qwen9:1b is not on the server (404: model "qwen9:1b" not found, try pulling '
-                                      'it first): pull it with `ollama pull qwen9:1b`, or set OPENAI_MODEL to a model '
-                                      'python fallback.py --models lists'),
+    (404, ollama_missing(QWEN), f'{QWEN} is not on the server (404: model "{QWEN}" not found, try pulling it '
+                                f'first): pull it with `ollama pull {QWEN}`, or set OPENAI_MODEL to a model python '
+                                'fallback.py --models lists'),
     (404, "404 page not found", "does not serve /chat/completions (404: 404 page not found): is OPENAI_BASE_URL "
                                 "right? (for Ollama: http://localhost:11434/v1)")],
     ids=["not-pulled", "wrong-base-url"])
 def test_a_missing_model_stops_with_one_line_saying_how_to_fix_it(gateway, servers, status, body, why):
+    """A model the server lists (removed since, or a wrong path that answers 404 all the same)."""
     server = servers(ollama()).answer(body, status)
-    gw = gateway(server.base, models=["qwen9:1b", QWEN])
+    gw = gateway(server.base, models=[QWEN])
     plan = gw.open_run()
     assert ask(gw, plan["token"]).status_code == 403
     problem = gw.close_run(plan["token"])["problem"]
     assert problem["kind"] == "stop" and problem["why"].endswith(why) and "\n" not in problem["why"]
     assert gw.open_run() == {"stop": problem["why"]} and len(server.chats()) == 1
+
+
+def test_a_model_the_server_does_not_list_is_never_asked_and_the_next_one_is(gateway, servers):
+    server = servers(ollama(running=16384)).answer(ollama_answer(json.dumps(PAYLOAD)))
+    gw = gateway(server.base, models=["qwen9:1b", QWEN])
+    plan = gw.open_run()
+    assert plan["model"] == QWEN and ask(gw, plan["token"]).status_code == 200
+    assert [chat["body"]["model"] for chat in server.chats()] == [QWEN]
+    alone = gateway(server.base, models=["qwen9:1b"])
+    assert alone.open_run() == {"stop": f"no usable model: qwen9:1b: the server does not list it (it has {QWEN}, "
+                                        "llama3.2:latest). Set OPENAI_MODEL in .env to models your server has (python "
+                                        "fallback.py --models lists them)"}
 
 
 def test_a_refused_key_stops_with_one_line_and_the_key_is_nowhere(gateway, servers, said, tmp_path):
@@ -553,7 +686,7 @@ def test_with_three_lines_in_env_a_change_lands_from_a_local_server_and_no_gemin
     assert (workspace / "notes.py").read_text() == "NOTES = []\n"
     assert f"- Model: {QWEN}, 1 request(s), tokens 1,845 prompt + 402 output" in (workspace / "iteration_log.md").read_text()
     [chat] = server.chats()
-    assert chat["body"]["model"] == QWEN and chat["body"]["response_format"]["type"] == "json_schema"
+    assert chat["body"]["model"] == QWEN and chat["body"]["messages"][-1]["content"].endswith(answers.FILES_FORMAT)
     listed = run_fallback(workspace, env, "--models")
     assert listed.returncode == 0 and re.search(rf"^{re.escape(QWEN)} +\? +yes$", listed.stdout, re.M), listed.stdout
     assert re.search(r"^llama3\.2:latest ", listed.stdout, re.M)
@@ -567,3 +700,13 @@ def test_a_local_server_that_is_not_running_stops_with_one_line(workspace, env):
     from test_fallback import run_fallback
     done = run_fallback(workspace, env, "--iterations", "1")
     assert done.returncode == 78 and "start the server (for Ollama: `ollama serve`)" in done.stdout
+
+
+def test_a_server_no_probe_knows_is_not_probed_again_each_run(gateway, servers):
+    """llama-cpp-python says no context anywhere: its probes were repeated before every run."""
+    server = servers(bare())
+    gw = gateway(server.base)
+    gw.close_run(gw.open_run()["token"])
+    probed = len(server.requests)
+    gw.close_run(gw.open_run()["token"])
+    assert probed > 1 and len(server.requests) == probed

@@ -56,8 +56,8 @@ def test_a_mixed_run_keeps_every_iteration_request_and_exchange_byte_for_byte(wo
     requests = db.execute("SELECT * FROM requests ORDER BY id").fetchall()
     asked = [r for r in gemini.requests if r["body"]]
     assert len(requests) == len(asked) == 5 and [r["iteration"] for r in requests] == [1, 1, 2, 3, 4]
-    assert [r["kind"] for r in requests] == ["429 per minute", "answer", "answer", "answer", "429 per day"]
-    assert [r["wasted"] for r in requests] == ["429 per minute", None, "nothing to apply", "tests failed",
+    assert [r["kind"] for r in requests] == ["429 per minute", "answer", "unusable answer", "answer", "429 per day"]
+    assert [r["wasted"] for r in requests] == ["429 per minute", None, "unusable answer", "tests failed",
                                                "429 per day"]
     assert requests[1]["prompt_tokens"] == 1200 and requests[1]["latency"] > 0
     for request, sent in zip(requests, asked):

@@ -28,7 +28,8 @@ def test_a_tick_comes_with_a_landing_and_changes_only_the_ticked_lines_box(works
     gemini.reply(api.answer([("cafe.py", "MODE = 'café'\n")], done=[2, 3]))
     done = run_fallback(workspace, env, "--iterations", "2")
     assert done.returncode == 0, done.stderr
-    assert outcomes(workspace) == ["no change", "landed: 1 file(s) changed"]  # nothing is finished without a landing
+    assert outcomes(workspace) == ["no change: no file to write: the answer held 3 task(s) and 0 file(s)",
+                                   "landed: 1 file(s) changed"]  # nothing is finished without a landing
     assert tasks.read_bytes() == PERSONS.replace(b"- [ ] add a caf", b"- [x] add a caf").replace(
         b"- [ ] a person's last", b"- [x] a person's last")
 

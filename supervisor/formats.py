@@ -1,0 +1,162 @@
+"""formats: the two shapes an answer may come in, and how each is read back into {"tasks", "done", "files"}.
+
+    answer, note = read_json(text, prompt)    # JSON as the seed's schema has it (Gemini's strict mode)
+    answer, note = read_files(text)           # plain text: "- task" lines, "Done: 1, 2", <file path="..."> blocks
+    FILES_FORMAT                              # the words that ask a model for the plain-text shape
+
+Either returns the answer and "" when it came whole, the answer and what broke when only some of it could be kept
+(every complete, well-formed file is salvaged from an answer that is otherwise broken, wherever it broke), or
+raises a ValueError whose message is the parser's own error and where. Small models write code in JSON
+strings badly (invalid escapes, raw newlines, triple-quoted strings: measured with bench/real_model.py); the
+plain-text shape needs no escaping, and the prompt already shows files in it.
+"""
+import json
+import re
+
+MAX_TASKS = 10
+PLACEHOLDER = "path/of/the/file.py"  # FILES_FORMAT's example path: an answer's file there never lands
+FILES_FORMAT = f"""# Answer format
+Answer in plain text, not JSON, in this shape: your three tasks, the numbers of the open tasks this answer
+finishes (or none), then every file you write, whole, as the codebase above shows files:
+- first task
+- second task
+- third task
+Done: 1
+<file path="{PLACEHOLDER}">
+the complete new text of the file, as it is (no escaping, no Markdown fence)
+</file>"""
+FILE_TAG = re.compile(r"""<file\s+path\s*=\s*["']([^"'\n<>]{1,500})["']\s*>""")
+CLOSE_TAG = "</file>"
+FENCE = re.compile(r"^```[^\n`]*\n(.*?)^```[ \t]*$", re.M | re.S)
+PATH_WORD = re.compile(r"(?<![\w/.-])((?:[\w-]+/)*[\w-][\w.-]*\.[A-Za-z0-9]{1,8})(?![\w/-])")
+TASK_LINE = re.compile(r"^\s*(?:[-*•]|\d{1,2}[.)])\s+(.+?)\s*$", re.M)
+DONE_LINE = re.compile(r"^\W*done\W*?:\s*(.*)$", re.I | re.M)
+
+
+# --- JSON -------------------------------------------------------------------------------------------
+def read_json(text, prompt=""):
+    """The answer object in the text (behind a fence or prose; never one the prompt itself holds), with the whole
+    files of a broken one salvaged; a ValueError with the parser's error and where."""
+    decoder, error, odd, echoed = json.JSONDecoder(), None, None, False
+    for start in re.finditer(r'\{\s*"(?:tasks|done|files)"', text):
+        try:
+            value, end = decoder.raw_decode(text, start.start())
+        except json.JSONDecodeError as why:
+            error = error or why
+            continue
+        if prompt and text[start.start():end] in prompt:
+            echoed = True  # the rules' example, or a file of the codebase, sent back
+            continue
+        if answer := as_answer(value):
+            return answer, ""
+        odd = odd or start.start()
+    found = salvage_json(text, prompt)
+    problem = f"not valid JSON: {describe(error, text)}" if error else \
+        f"JSON, but no list of tasks and list of files of {{path, content}} in it ({where(text, odd)})" \
+        if odd is not None else "the example from the instructions, sent back" if echoed else \
+        f"no JSON object with \"tasks\" and \"files\" in it (it begins {text.strip()[:60]!r})"
+    if found:
+        return found, problem
+    raise ValueError(problem)
+
+
+def where(text, position):
+    """A place in the text as its line and column, and the text there."""
+    line = text.count("\n", 0, position) + 1
+    return f"line {line} column {position - text.rfind(chr(10), 0, position)}, near {text[position:position + 50]!r}"
+
+
+def describe(error, text):
+    """A JSON error as its message, line and column, and the text around it."""
+    near = text[max(0, error.pos - 25):error.pos + 25]
+    return f"{error.msg} at line {error.lineno} column {error.colno}, near {near!r}"
+
+
+def salvage_json(text, prompt):
+    """The tasks and every {path, content} object that decodes whole, wherever the answer breaks; None if none."""
+    decoder, files, tasks = json.JSONDecoder(), {}, []
+    for start in re.finditer(r'\{\s*"path"\s*:', text):
+        try:
+            item, end = decoder.raw_decode(text, start.start())
+        except ValueError:
+            continue
+        if isinstance(item, dict) and isinstance(item.get("path"), str) and isinstance(item.get("content"), str) \
+                and not (prompt and text[start.start():end] in prompt):
+            files.setdefault(item["path"], item["content"])
+    match = re.search(r'"tasks"\s*:\s*(?=\[)', text)
+    try:
+        tasks = decoder.raw_decode(text, match.end())[0] if match else []
+    except ValueError:
+        pass
+    files = [{"path": path, "content": content} for path, content in files.items()]
+    return as_answer({"tasks": tasks if isinstance(tasks, list) else [], "files": files}) if files else None
+
+
+def as_answer(value):
+    """The answer in the schema asked for (tasks as text, done as numbers, files with a path and a text), or None."""
+    if not isinstance(value, dict) or not isinstance(value.get("tasks"), list) \
+            or not isinstance(value.get("files"), list):
+        return None
+    if not all(isinstance(item, dict) and isinstance(item.get("path"), str) and isinstance(item.get("content"), str)
+               for item in value["files"]):
+        return None
+    done = value.get("done") if isinstance(value.get("done"), list) else []
+    return {"tasks": [str(task) for task in value["tasks"]][:MAX_TASKS],
+            "done": [n for n in done if isinstance(n, int) and not isinstance(n, bool)],
+            "files": [{"path": item["path"], "content": item["content"]} for item in value["files"]]}
+
+
+# --- plain text with file blocks ----------------------------------------------------------------------
+def read_files(text):
+    """The tasks, done numbers and files of a plain-text answer: <file path="..."> blocks, else a path followed by
+    a fenced block (the shape many models fall into); a ValueError saying what the text lacks."""
+    files, broken = file_blocks(text)
+    files = files or ([] if broken else fenced_files(text))
+    first = min([m.start() for m in FILE_TAG.finditer(text)] + [m.start() for m in FENCE.finditer(text)] + [len(text)])
+    head = text[:first]
+    done_line = DONE_LINE.search(head)
+    tasks = [m.group(1) for m in TASK_LINE.finditer(head) if not DONE_LINE.match(m.group(0)) and
+             re.search(r"\w", m.group(1))]
+    answer = {"tasks": tasks[:MAX_TASKS], "files": files,
+              "done": [int(n) for n in re.findall(r"\d+", done_line.group(1))][:50] if done_line else []}
+    if broken and not files:
+        raise ValueError(f"no file came whole: {'; '.join(broken)}")
+    if files or tasks:
+        return answer, "; ".join(broken)
+    raise ValueError(f'no <file path="..."> block and no "- " task line (it begins {text.strip()[:60]!r})')
+
+
+def file_blocks(text):
+    """([{path, content}] of the blocks closed by </file>, [what is wrong with each block that is not])."""
+    files, broken, tags = [], [], list(FILE_TAG.finditer(text))
+    for n, tag in enumerate(tags):
+        end = text.find(CLOSE_TAG, tag.end())
+        following = tags[n + 1].start() if n + 1 < len(tags) else len(text)
+        if end < 0 or end > following:
+            line = text[:tag.start()].count("\n") + 1
+            broken.append(f"the block of {tag.group(1)} (line {line}) has no {CLOSE_TAG}")
+            continue
+        path = tag.group(1).strip()
+        files.append({"path": path, "content": unwrap(text[tag.end():end], fenced=not path.endswith(".md"))})
+    return files, broken
+
+
+def fenced_files(text):
+    """Files written as a line naming the path, then a fenced block: [{path, content}]."""
+    files = []
+    for fence in FENCE.finditer(text):
+        before = [line for line in text[:fence.start()].splitlines() if line.strip()]
+        paths = PATH_WORD.findall(re.sub(r"[`*]", " ", before[-1])) if before else []
+        if paths:
+            files.append({"path": paths[0], "content": fence.group(1)})  # "app.py in the same folder as seed.py"
+    return files
+
+
+def unwrap(content, fenced=True):
+    """A block's text as the file's: the line breaks around it dropped, and a Markdown fence around it (or only
+    its opening line, as small models leave it) removed, unless the file is Markdown itself."""
+    content = re.sub(r"\n[-*] ?\Z", "\n", content)  # "- </file>": a model that began every line with "- "
+    content = content.removeprefix("\n").removesuffix("\n")
+    if fenced and re.match(r"\s*```[^\n`]*\n", content):
+        content = re.sub(r"\n?```\s*\Z", "", re.sub(r"\A\s*```[^\n`]*\n", "", content))
+    return content + "\n" if content else content

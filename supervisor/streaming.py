@@ -1,0 +1,84 @@
+"""streaming: a chat completion read as the server streams it, so that a runaway answer is stopped early.
+
+    read = reader(over, seconds)     # fetch_bounded(..., read=read): the completion assembled in OpenAI's shape
+    chat.update(STREAM)              # what a request adds to be streamed (with usage at its end, where served)
+
+Reading the events as they come lets the keeper stop an answer that repeats itself (a model writing "\t" to
+its token limit: 381 s), that runs past its time budget, or whose run has ended (Ctrl+C, the seed gone):
+the connection is closed, and llama-cpp-python, which goes on generating an abandoned request that is not
+streamed, stops at its next token. The answer so far comes back with finish_reason "repetition",
+"time_budget" or "run_ended", and the whole files in it are salvaged. A server that answers with a plain
+JSON body (it does not stream) is read whole.
+"""
+import json
+import re
+import time
+
+from .outcomes import MAX_ANSWER, TooLarge, read_whole
+
+STREAM = {"stream": True, "stream_options": {"include_usage": True}}
+CHECK_EVERY = 32          # events between two looks at the text so far
+REPEATS = 800             # characters at the end of an answer that, one short piece over and over, are a runaway
+PIECE = 60                # the longest such piece
+RUNAWAY = re.compile(rf"(.{{1,{PIECE}}}?)\1+.{{0,{PIECE}}}", re.S)
+
+
+def reader(over, seconds):
+    """A read function for fetch_bounded: a streamed completion assembled, stopped when `over` is set, after
+    `seconds`, or at a runaway repetition; a plain JSON body read whole."""
+    def read(response):
+        if "text/event-stream" not in response.headers.get("Content-Type", ""):
+            return read_whole(response)
+        completion = assemble(response, lambda text: why_stop(text, over, deadline))
+        return json.dumps(completion).encode() if completion else b""  # no event: it failed before a token
+    deadline = time.monotonic() + seconds
+    return read
+
+
+def assemble(response, stop):
+    """The completion the events make, in OpenAI's non-streamed shape, cut short when stop(text) gives a reason; None
+    when no event came."""
+    pieces, finish, usage, model, size, seen = [], None, None, None, 0, False
+    for n, line in enumerate(response.iter_lines()):
+        size += len(line)
+        if size > MAX_ANSWER:
+            raise TooLarge(f"an answer over {MAX_ANSWER // 2 ** 20} MB")
+        event = event_of(line)
+        choice = (event.get("choices") or [{}])[0] if isinstance(event.get("choices"), list) else {}
+        seen = seen or bool(event)
+        delta = choice.get("delta") if isinstance(choice, dict) and isinstance(choice.get("delta"), dict) else {}
+        if isinstance(delta.get("content"), str) and delta["content"]:
+            pieces.append(delta["content"])
+        finish = (choice.get("finish_reason") if isinstance(choice, dict) else None) or finish
+        usage, model = event.get("usage") or usage, event.get("model") or model
+        if finish is None and n % CHECK_EVERY == 0 and (why := stop("".join(pieces))):
+            finish = why
+            break
+    if not seen:
+        return None
+    return {"choices": [{"index": 0, "message": {"role": "assistant", "content": "".join(pieces)},
+                         "finish_reason": finish}], "model": model,
+            "usage": usage if isinstance(usage, dict) else {"completion_tokens": len(pieces)}}
+
+
+def event_of(line):
+    """The JSON object of one `data:` line of the stream ({} for anything else, [DONE] included)."""
+    if not line.startswith(b"data:"):
+        return {}
+    try:
+        event = json.loads(line[5:])
+    except ValueError:
+        return {}
+    return event if isinstance(event, dict) else {}
+
+
+def why_stop(text, over, deadline):
+    """Why to stop reading an answer now, or None."""
+    if over is not None and over.is_set():
+        return "run_ended"
+    if time.monotonic() > deadline:
+        return "time_budget"
+    tail = text[-REPEATS:]
+    if len(tail) == REPEATS and RUNAWAY.fullmatch(tail):
+        return "repetition"
+    return None

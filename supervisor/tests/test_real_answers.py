@@ -1,0 +1,159 @@
+"""What a real small model answers, through `python fallback.py`: the shapes Qwen2.5-Coder 1.5B and 0.5B sent
+(bench/real_model.py keeps its exchanges), each read, salvaged or refused as a person would want, and the exact
+reason of every unusable answer said where the person and the model read it: the console line, the log, --show
+and the next prompt.
+"""
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+import fake_gemini as api
+from test_fallback import outcomes, run_fallback
+from test_gateway import answer_of, ask, gateway_module
+from test_openai_compatible import LLAMA_CPP, Stream, llama_cpp, local, servers  # noqa: F401 (a fixture)
+
+# Qwen2.5-Coder 1.5B, asked for JSON: a file's text as a Python triple-quoted string, then a `\'` escape
+TRIPLE_QUOTED = '```json\n{\n  "tasks": ["Create notes.py"],\n  "done": [],\n  "files": [\n    {\n      "path": ' \
+                '"notes.py",\n      "content": """import json\nNOTES = []\n"""\n    }\n  ]\n}\n```'
+BAD_ESCAPE = '{"tasks": ["Add notes"], "done": [], "files": [{"path": "notes.py", "content": "print(\\\'hi\\\')\\n"}]}'
+GOOD = api.answer([("notes.py", "NOTES = []\n")])
+
+
+def test_an_unusable_answers_exact_reason_is_on_the_console_in_the_log_in_show_and_in_the_next_prompt(
+        workspace, env, gemini):
+    gemini.reply(api.text_answer(BAD_ESCAPE)).reply(GOOD)
+    done = run_fallback(workspace, env, "--iterations", "2")
+    assert done.returncode == 0, done.stdout + done.stderr
+    why = "not valid JSON: Invalid \\escape at line 1 column 87"
+    assert re.search(rf"#1 no change: {re.escape(why)}", done.stdout), done.stdout
+    assert outcomes(workspace)[0].startswith(f"no change: {why}")
+    assert why in run_fallback(workspace, env, "--show", "1").stdout
+    assert why in gemini.prompts()[1]  # the model reads it in the log's end
+
+
+def test_an_answer_with_file_contents_as_triple_quoted_strings_says_where_it_broke(workspace, env, gemini):
+    gemini.reply(api.text_answer(TRIPLE_QUOTED))
+    run_fallback(workspace, env, "--iterations", "1")
+    [outcome] = outcomes(workspace)
+    assert outcome.startswith("no change: not valid JSON: Expecting ',' delimiter at line 8 column 20, near ") and \
+        '"content": """import json' in outcome
+
+
+def test_after_five_answers_that_landed_nothing_the_console_says_what_they_came_to(workspace, env, gemini):
+    for answer in [api.text_answer(BAD_ESCAPE)] * 3 + [api.answer([("notes.py", "... existing code ...")])] * 2:
+        gemini.reply(answer)
+    done = run_fallback(workspace, env, "--iterations", "5")
+    assert "gemini-3.5-flash: the last 5 answers landed nothing (3 not valid JSON, 2 no file to write); if this goes " \
+           "on, this model may be too small for whole-file answers" in done.stdout
+    assert "- Stalled: gemini-3.5-flash: the last 5 answers" in (workspace / "iteration_log.md").read_text()
+
+
+@pytest.mark.parametrize("files", [[("notes.py", "def add(:\n")], [("notes.py", "NOTES = []\n"), (
+    "tests/test_notes.py", "def test_notes():\n    assert False\n")], [("seed.py", "SAME")]],
+    ids=["compile-error", "tests-fail", "nothing-changed"])
+def test_done_is_logged_only_for_an_answer_that_landed(workspace, env, gemini, files):
+    (workspace / "pending_tasks.md").write_text("# Pending tasks\n\n- [ ] add notes\n")
+    files = [(path, (workspace / path).read_text() if text == "SAME" else text) for path, text in files]
+    gemini.reply(api.answer(files, done=[1]))
+    run_fallback(workspace, env, "--iterations", "1")
+    assert not outcomes(workspace)[0].startswith("landed")
+    assert "Done from pending_tasks.md" not in (workspace / "iteration_log.md").read_text()
+    assert "- [ ] add notes" in (workspace / "pending_tasks.md").read_text()
+
+
+def test_the_status_counts_open_tasks_as_the_page_does(workspace, env, gemini):
+    (workspace / "pending_tasks.md").write_text("# Pending tasks\n\n- [ ] mine\n- [ ] Iteration 3 was rolled back: "
+                                                "x [failure 0a1b2c3d: 1 time since 2026-11-25, first after snapshot "
+                                                "s1]\n")
+    done = run_fallback(workspace, env, "--status")
+    assert "pending tasks: 2 open (1 yours, 1 failures remembered: the page lists them apart)" in done.stdout
+    page = run_fallback(workspace, env, "--report")
+    assert page.returncode == 0 and "<h3>Open (1)</h3>" in (workspace / "report.html").read_text()
+    assert json.loads(json.dumps(done.returncode)) == 0
+
+
+def test_done_is_logged_and_ticked_for_an_answer_that_landed(workspace, env, gemini):
+    (workspace / "pending_tasks.md").write_text("# Pending tasks\n\n- [ ] add notes\n")
+    gemini.reply(api.answer([("notes.py", "NOTES = []\n")], done=[1]))
+    run_fallback(workspace, env, "--iterations", "1")
+    assert outcomes(workspace)[0].startswith("landed")
+    assert "- Done from pending_tasks.md: add notes" in (workspace / "iteration_log.md").read_text()
+    assert "- [x] add notes" in (workspace / "pending_tasks.md").read_text()
+
+
+# --- the answers Qwen2.5-Coder 1.5B gave through llama-cpp-python, streamed as it streams them -------------------
+REAL = json.loads((Path(__file__).parent / "real_answers.json").read_text())
+
+
+def streamed(name, finish=None):
+    """A recorded answer as llama-cpp-python streams it: an event a token (here a few characters)."""
+    text = REAL[name]["content"]
+    return Stream(re.findall(r".{1,4}", text, re.S), finish or REAL[name]["finish_reason"])
+
+
+def ask_local(servers, tmp_path, answer):
+    """What the gateway makes of an answer from a local server: (the seed's answer or None, the run's report)."""
+    server = servers(llama_cpp()).answer(answer)
+    gw = gateway_module.Gateway(local.OpenAICompatible(server.base, "", [LLAMA_CPP], 8192), tmp_path / "backups",
+                                backoff=0.01, say=lambda line: None)
+    gw.start()
+    try:
+        plan = gw.open_run()
+        response = ask(gw, plan["token"])
+        return (answer_of(response) if response.status_code == 200 else None), gw.close_run(plan["token"])
+    finally:
+        gw.close()
+
+
+def test_a_file_whose_fence_is_opened_and_never_closed_is_unwrapped_and_compiles(servers, tmp_path):
+    answer, report = ask_local(servers, tmp_path, streamed("unclosed_fence"))
+    assert [f["path"] for f in answer["files"]] == ["notes.py", "seed.py", "tests/test_notes.py"]
+    notes = answer["files"][0]["content"]
+    assert notes.startswith("import json\n") and "```" not in notes
+    compile(notes, "notes.py", "exec")
+
+
+def test_the_answer_format_sent_back_is_no_answer(servers, tmp_path):
+    answer, report = ask_local(servers, tmp_path, streamed("format_echoed"))
+    assert answer is None and report["problem"]["why"] == (
+        "no file to write: the answer held 3 task(s) and 1 file(s); dropped: path/of/the/file.py: the instructions' "
+        "example path, not a file of the codebase")
+
+
+def test_an_answer_cut_off_before_a_file_came_whole_says_so(servers, tmp_path):
+    answer, report = ask_local(servers, tmp_path, streamed("dash_on_every_line", "length"))
+    assert answer is None and report["problem"] == {"kind": "unusable", "why": (
+        "no file came whole: the block of seed.py (line 3) has no </file> (finishReason MAX_TOKENS, 563 characters: "
+        "the answer was cut off)")}
+
+
+def test_files_written_as_a_named_fenced_block_are_taken_and_the_whole_ones_kept_from_a_cut(servers, tmp_path):
+    """Aider's "whole" shape: 'Create a new Python file named `app.py` in the same directory as `seed.py` ...'."""
+    answer, report = ask_local(servers, tmp_path, streamed("aider_whole_cut_off"))
+    assert [f["path"] for f in answer["files"]] == ["app.py"] and answer["files"][0]["content"].startswith("import os")
+    assert report["salvaged"] == "cut off (MAX_TOKENS): kept the 1 file(s) that came whole"
+
+
+def test_the_seed_never_rewrites_a_file_its_prompt_could_not_show(workspace, env, gemini):
+    """At 8,192 tokens seed.py does not fit its own prompt: Qwen2.5-Coder 1.5B wrote its notes keeper there."""
+    env["SEED_PROMPT_TOKENS"] = "3000"
+    content = REAL["seed_blind"]["content"].split("```python\n", 1)[1]
+    gemini.reply(api.answer([("seed.py", content), ("notes.py", "NOTES = []\n")]))
+    done = run_fallback(workspace, env, "--iterations", "1")
+    assert outcomes(workspace) == ["landed: 1 file(s) changed"], done.stdout
+    assert "- Refused: seed.py: not shown in the prompt: it would be rewritten blind" in \
+        (workspace / "iteration_log.md").read_text()
+    assert "seed.py" not in gemini.prompts()[0].split("# Codebase", 1)[1]  # its name alone draws a small model in
+
+
+def test_json_that_is_not_the_answer_says_so_and_where(workspace, env, gemini):
+    """Asked with the schema as text, Qwen2.5-Coder 1.5B sent the schema back with its own values in it."""
+    echoed = '```json\n{\n  "type": "OBJECT",\n  "required": ["tasks", "files"],\n  "properties": {\n    "tasks": ' \
+             '{"type": "ARRAY"}, "files": {"type": "ARRAY"}\n  }\n}\n```'
+    gemini.reply(api.text_answer(echoed))
+    run_fallback(workspace, env, "--iterations", "1")
+    [outcome] = outcomes(workspace)
+    assert outcome.startswith("no change: JSON, but no list of tasks and list of files of {path, content} in it (line 5 "
+                              "column 17, near '{\\n    \"tasks\": {")
