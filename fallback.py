@@ -257,7 +257,8 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, stop_on_sigterm)
     journal.start_log()
     try:  # the run's identity, and what a replay needs of this start
-        book.writer().begin_run(cli.VERSION, type(gateway.backend).__name__, gateway.models, args.timeout)
+        book.writer().begin_run(cli.VERSION, type(gateway.backend).__name__, gateway.models, args.timeout,
+                                answer_format=gateway.backend.answer_format)
     except (OSError, book.sqlite3.Error) as error:  # a full disk: the loop waits for room, as for anything it writes
         say(f"cannot write this start into the record ({error}): {cli.what_to_free(error)}")
     say(f"supervising {ROOT} ({'forever' if args.iterations == 0 else f'{args.iterations} iteration(s)'}); "

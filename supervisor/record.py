@@ -172,17 +172,19 @@ class Writer:
         count = self.db.execute("SELECT count(*) FROM exchanges WHERE chain = ?", (chain,)).fetchone()[0]
         self.chain, self.base = (chain, prompt) if count < CHAIN else (None, None)
 
-    def begin_run(self, version, backend, models, timeout=None, parent=None, root=ROOT):
+    def begin_run(self, version, backend, models, timeout=None, parent=None, root=ROOT, answer_format=None):
         """A row for this start of the keeper on root: the run's id (the first row's, or a new one for a new record),
         the keeper's version, the backend and models it was given, the number of its first iteration, the goal, tasks
-        and evaluate.py as they are now, the settings that change what the keeper does, and `parent`, {folder, run,
+        and evaluate.py as they are now, the settings that change what the keeper does (and the answer format its
+        backend asks of the model, which a replay reads its answers in), and `parent`, {folder, run,
         iteration, snapshot}, for a fork's first row. The run's id."""
         earlier = self.db.execute("SELECT id, first FROM runs ORDER BY rowid").fetchall()
         last = self.db.execute("SELECT max(number) FROM iterations").fetchone()[0] or 0
         begun = max([first for _, first in earlier], default=(parent or {}).get("iteration", 0) + 1)
         row = {"started": stamp(utc_now()), "id": earlier[0][0] if earlier else secrets.token_hex(6),
                "version": f"{version}+{keeper_digest(root)}", "backend": backend, "models": list(models),
-               "first": max(last + 1, begun), "steering": steering_of(root), "settings": settings_of(timeout),
+               "first": max(last + 1, begun), "steering": steering_of(root),
+               "settings": {**settings_of(timeout), **({"answer format": answer_format} if answer_format else {})},
                "log": None if earlier else text_of(tail_of(root / LOG.name, LOG_SHOWN)), "parent": parent}
         self.add_run(row)
         return row["id"]

@@ -71,6 +71,7 @@ class Replay:
         self.root, self.number, runs = root, first - 1, record.runs(root)
         starts = [row for row in runs if row["first"] == first]
         self.first_log = runs[0]["log"] if runs and isinstance(runs[0]["log"], str) else None
+        self.answer_format = ((starts[-1] if starts else {}).get("settings") or {}).get("answer format", "json")
         self.models = (starts[-1]["models"] if starts else None) or \
             list(dict.fromkeys(row["model"] for row in record.iterations(root, light=True) if row["model"]))
         self.limits = ",".join(f"{model}={UNPACED}" for model in self.models)

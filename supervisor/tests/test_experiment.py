@@ -24,7 +24,8 @@ FIND_ANY_CASE = "def find(notes, word):\n    return [n for n in notes if word.lo
 SIX = DEMO["answers"] + [{"tasks": ["Rest"], "files": []},                                    # 4 no change
                          {"tasks": ["Search"], "files": [{"path": "search.py", "content": FIND}]},  # 5 lands
                          {"tasks": ["Any case"], "files": [{"path": "search.py", "content": FIND_ANY_CASE}]}]  # 6
-OUTCOMES = ["landed: 2 file(s) changed", "rolled back: tests failed", "landed: 2 file(s) changed", "no change",
+OUTCOMES = ["landed: 2 file(s) changed", "rolled back: tests failed", "landed: 2 file(s) changed",
+            "no change: no file to write: the answer held 1 task(s) and 0 file(s)",
             "landed: 1 file(s) changed", "landed: 1 file(s) changed"]  # the demo's three, then three more
 FIXED = next(f["content"] for f in DEMO["answers"][2]["files"] if f["path"] == "notes.py")  # the demo's fix
 
