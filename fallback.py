@@ -240,6 +240,7 @@ def main(argv=None):
             "it was deleted or moved; the folder as it is now becomes the first snapshot, and the log's iterations "
             "are read into a new record (the prompts, answers and earlier states went with backups/)")
     book.writer()  # at the first start, an old workspace's log and ledger are brought into the record
+    journal.start_log()  # first: the catch-up below writes into the log a set-aside killed between its moves began
     recover(index)  # before anything else: a killed keeper may have left a restore half done
     code = cli.change_by_hand(args, index)
     if code is not None:
@@ -255,7 +256,6 @@ def main(argv=None):
     except ValueError as error:  # a setting the gateway cannot work with, said in one line
         return cli.config_error(str(error))
     signal.signal(signal.SIGTERM, stop_on_sigterm)
-    journal.start_log()
     try:  # the run's identity, and what a replay needs of this start
         book.writer().begin_run(cli.VERSION, type(gateway.backend).__name__, gateway.models, args.timeout,
                                 answer_format=gateway.backend.answer_format)

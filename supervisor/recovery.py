@@ -1,7 +1,7 @@
 """recovery: an iteration's row written with its log section, and whatever a killed keeper left, finished.
 
     write_iteration(row, result)   # the row and its requests in one transaction, then its section of the log
-    recover(index)                 # before anything else at each start and each iteration
+    recover(index)                 # at each start, and after an iteration that could not write all it meant to
 
 A keeper killed with kill -9 (or stopped by a full disk) may leave: a child still running, a restore under way, a
 landing half copied, a landing whose row was not written, an iteration cut short (its changes are kept, the
