@@ -72,7 +72,7 @@ from supervisor.console import (redact, report, say, show_iteration, show_phase,
                                 summary)
 from supervisor.settings import (BACKOFF, BACKUPS, DRY_SPELL, EX_CONFIG, EX_UNAVAILABLE, FAULT_PAUSE,  # noqa: E402
                                  FULL_GATE_EVERY, LOCK, LOG, NOT_YOURS, PROBLEMS, PROMPT_TOKENS,
-                                 REQUESTS_PER_RUN, RESTORING, SANDBOX_REQUIRED, SETTLING, STEERING, SUSPICION,
+                                 REQUESTS_PER_RUN, SANDBOX_REQUIRED, SETTLING, STEERING, SUSPICION,
                                  UNDER_WAY, WORK,
                                  load_json, save_json, write_atomically)
 from supervisor.answers import CHARS_PER_TOKEN  # noqa: E402
@@ -102,7 +102,7 @@ def run_iteration(number, index, args, session, gateway):
     except KeyboardInterrupt:
         session["interrupted"] = journal.account(journal.read_record(b""), gateway.close_run(plan["token"], linger=0),
                                                  shown)
-        set_aside(index, start, number)
+        terrarium.set_aside(index, start, number)
         raise
     finally:
         UNDER_WAY.unlink(missing_ok=True)
@@ -366,19 +366,6 @@ def roll_back(index, start, seed_ran, number, bad, result):
 def keep_failed(index, number, result):
     """Keep a failed change's candidate as a snapshot (its id), or None when nothing could be taken."""
     return snap.snapshot(index, "failed", number, files=result["files"])["id"] if "files" in result else None
-
-
-def set_aside(index, start, number):
-    """On Ctrl+C or after kill -9 mid-run: keep what the run wrote (in the working copy, read as the model's) as
-    a snapshot; the folder never had it."""
-    try:
-        files = terrarium.capture_work(snap.files_of(start))["files"]
-    except Untrusted:
-        files = snap.files_of(start)
-    if files != snap.files_of(start):
-        kept = snap.snapshot(index, "interrupted", number, files=files)
-        say(f"the interrupted run's changes are kept in backups/{kept['id']}; the codebase is as it was")
-    terrarium.sync_work()
 
 
 def seed_message(record, output):
@@ -674,40 +661,11 @@ def lock_holder():
 
 
 def recover(index):
-    """Finish what a killed supervisor (or a full disk) left: a child still running, a half-made snapshot,
-    a restore under way, an iteration cut short (its changes are kept, the codebase put back)."""
-    terrarium.end_orphans()
-    entries = {e["id"]: e for e in index["snapshots"]}
-    wanted = load_json(RESTORING).get("id")
-    if wanted in entries:
-        snap.restore(entries[wanted])
-        say(f"finished the restore of snapshot {wanted} that was under way when the last run stopped")
-    RESTORING.unlink(missing_ok=True)
-    terrarium.finish_landing()
-    settle_landing(index, load_json(SETTLING), entries)
-    cut_short = load_json(UNDER_WAY)
-    if cut_short.get("start") in entries:
-        set_aside(index, entries[cut_short["start"]], cut_short.get("iteration", 0))
-        killed = {"outcome": "stopped: the supervisor was killed during this iteration", "changes": [],
-                  "start": cut_short["start"]}
-        record_iteration(book.row_of(cut_short.get("iteration", 0), killed, 0.0), killed)
-    UNDER_WAY.unlink(missing_ok=True)
+    """Finish or undo what a killed supervisor (or a full disk) left, whatever it meets (terrarium.recover), and
+    write the rows and log sections it did not."""
+    for number, result in terrarium.recover(index, lambda number: book.has_row(ROOT, number)):
+        record_iteration(book.row_of(number, result, 0.0), result)
     catch_up_log()
-
-
-def settle_landing(index, settling, entries):
-    """A landing whose row a killed supervisor did not write: the folder has it (finish_landing saw to that), so
-    its snapshot is taken and its row written; or it never began, and the row says the iteration was stopped."""
-    start = entries.get(settling.get("start"))
-    if start and not book.has_row(ROOT, settling.get("iteration")):
-        after = snap.snapshot(index, "landed", settling["iteration"])
-        changes = snap.changes_since(start) if after["id"] != start["id"] else []
-        result = {"outcome": f"landed: {len(changes)} file(s) changed" if changes else "stopped: the supervisor was "
-                  "killed during this iteration", "changes": changes, "start": start["id"],
-                  "reason": "the supervisor was killed as it landed; the landing was finished at the next start"
-                  if changes else "", "after": after["id"] if changes else None}
-        record_iteration(book.row_of(settling["iteration"], result, 0.0), result)
-    SETTLING.unlink(missing_ok=True)
 
 
 def catch_up_log():

@@ -13,7 +13,7 @@ last, the default.
 import sys
 
 from . import gemini, openai_compatible
-from .console import redact
+from .scrub import redact
 from .gateway import Gateway
 from .settings import EX_CONFIG, EX_UNAVAILABLE
 

@@ -16,7 +16,6 @@ the one place that reads the old log's prose is migrate().
 """
 import functools
 import json
-import os
 import re
 import sqlite3
 import zlib
@@ -25,9 +24,10 @@ from difflib import SequenceMatcher
 from enum import Enum
 
 from . import tallies
-from .console import describe_changes, redact
+from .console import describe_changes
 from .journal import logs_set_aside
-from .settings import KEY_SHAPES, LOG, LOGS_ASIDE, QUOTA, ROOT, TASK_LINES, USAGE, utc_now
+from .scrub import redact
+from .settings import LOG, LOGS_ASIDE, QUOTA, ROOT, TASK_LINES, USAGE, utc_now
 
 NAME = "record.sqlite"
 CHAIN = 50            # prompts stored as deltas one after the other before one is stored whole again
@@ -182,8 +182,8 @@ class Writer:
              tokens.get("output", 0), tokens.get("thinking", 0), call.get("latency"), wasted))
         tallies.after_request(self.db, cursor.lastrowid)
         if "sent" in call:
-            self.insert_exchange(cursor.lastrowid, scrub(call["sent"]), scrub(call.get("received") or b""),
-                                 scrub(call.get("cleaned") or b""))
+            self.insert_exchange(cursor.lastrowid, redact(call["sent"]), redact(call.get("received") or b""),
+                                 redact(call.get("cleaned") or b""))
 
     def insert_exchange(self, request, prompt, answer, cleaned):
         chain = self.chain if self.chain is not None else request
@@ -229,15 +229,6 @@ class Transaction:
 def writer(root=ROOT):
     """The keeper's writer for the workspace (made, and an old workspace migrated, at its first start)."""
     return Writer(path_of(root))
-
-
-def scrub(data):
-    """The bytes without the key (or anything shaped like a Google API key)."""
-    for name in ("GEMINI_API_KEY", "OPENAI_API_KEY"):
-        secret = os.environ.get(name, "").strip().encode()
-        if len(secret) >= 8:
-            data = data.replace(secret, f"[{name}]".encode())
-    return re.sub(KEY_SHAPES.pattern.encode(), b"[GEMINI_API_KEY]", data)
 
 
 # --- compression: each prompt as the change from the one before it -------------------------------------

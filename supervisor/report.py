@@ -26,6 +26,7 @@ from pathlib import Path
 from . import record
 from .ledger import reached
 from .models import Models
+from .scrub import redact
 from .settings import NAMED, write_atomically
 
 # --- settings ---------------------------------------------------------------------------------
@@ -194,7 +195,7 @@ def load_cache(root):
 
 def save_cache(root, cache):
     write_atomically(root / "backups" / "report-cache.json",
-                     json.dumps({"version": CACHE_VERSION, **cache}, separators=(",", ":")))
+                     redact(json.dumps({"version": CACHE_VERSION, **cache}, separators=(",", ":"))))
 
 
 def measure(root, entry, known, used):
@@ -302,8 +303,8 @@ def write_report(root, quotas=None):
     if used != known:
         save_cache(root, used)
     quotas = daily_quotas(root, {model for models in ledger.values() for model in models}) if quotas is None else quotas
-    write_atomically(root / "report.html", render_page(root, sections, overall, snapshots, counts, pairs, diffs, ledger,
-                                                       quotas))
+    write_atomically(root / "report.html", redact(render_page(root, sections, overall, snapshots, counts, pairs, diffs,
+                                                              ledger, quotas)))
     return root / "report.html"
 
 
