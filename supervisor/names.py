@@ -35,7 +35,7 @@ def unprintable(rel):
     if odd is None:
         return None
     what = "a byte that is not UTF-8" if 0xDC80 <= ord(odd) <= 0xDCFF else f"U+{ord(odd):04X}"
-    return f"{printable(rel)}: a name that is not printable text ({what})"
+    return f"{printable(rel)}: a name that is not plain text ({what})"
 
 
 def too_long(rel):

@@ -19,8 +19,9 @@ The threat is code from a model that optimises for its tests passing: careless, 
 determined attacker with kernel exploits. What confines it, and what each part needs of the kernel:
 - Files (Landlock, Linux 5.13+): it writes only its working copy, its private temp folder, /dev/null and
   its kin and /dev/shm, and makes no device nodes; it reads and executes only the system folders, Python and
-  its packages: not the user's folder (.env, backups/), the home, the disks in /dev, nor another process's
-  environment or memory. truncate(2) needs ABI 3 (6.2), TCP rules ABI 4 (6.7), signal and abstract UNIX
+  its packages, and of /etc what Python, TLS and name lookup read (ETC_LINUX; not /etc/shadow, even as root):
+  not the user's folder (.env, backups/), the home, the disks in /dev, nor another process's environment or
+  memory. truncate(2) needs ABI 3 (6.2), TCP rules ABI 4 (6.7), signal and abstract UNIX
   socket scoping ABI 6 (6.12); ABI 1 refuses moving a file to another folder.
 - Processes (a user namespace, then a PID namespace, Linux 3.8+, where unprivileged user namespaces are
   allowed: not on Ubuntu 24.04's default AppArmor, nor in most containers): the run's first process is PID 2
@@ -40,12 +41,14 @@ determined attacker with kernel exploits. What confines it, and what each part n
 - /dev/shm (the mount namespace): a private tmpfs of SEED_SHM_MB; gone when the run ends. /run, /var/run and
   /tmp/.X11-unix are covered by empty read-only tmpfs, hiding the UNIX sockets of D-Bus, systemd, docker
   and X11. Landlock keeps applying inside, nested after the namespaces are set up.
+- UNIX sockets (seccomp, x86_64 and aarch64): the seed makes none (socket(AF_UNIX) refused; socketpair works),
+  so it reaches no pathname socket of the user's anywhere; see refuse_unix_sockets. The gate's tests keep them:
+  multiprocessing's managers and forkserver (3.14's default start method) make them.
 - The environment (terrarium.clean_env): an allow-list, never the user's shell variables.
-Still open with all of the above: pathname UNIX sockets at a path the code can guess outside /run (say
-~/.docker/run/docker.sock): Landlock ABI 9 would refuse them, not used here; seccomp cannot see the path
-connect() is given, and refusing AF_UNIX sockets outright would break multiprocessing (Codex CLI's seccomp
-filter lets them through too). Learning that a path exists, its size and times (stat is not checked);
-reading the world-readable files of /etc and /sys; CPU, memory and disk beyond the rlimits; the kernel's own
+Still open with all of the above: for the gate, pathname UNIX sockets at a path the code can guess outside
+/run (say ~/.docker/run/docker.sock): seccomp cannot see the path connect() is given, and Landlock ABI 9's
+RESOLVE_UNIX, which would refuse them, is not used: no kernel here offers it to test it. Learning that a path
+exists, its size and times (stat is not checked); reading the world-readable files of /sys; CPU, memory and disk beyond the rlimits; the kernel's own
 bugs. Refusals are not sent to the audit log (ABI 7 could): a model that keeps trying would flood it.
 
 Without namespaces (refused by the kernel, or SEED_NAMESPACES=0; macOS): the keeper is the child subreaper

@@ -7,6 +7,7 @@ secret of .env, whatever its encoding) and what the run reaches (of /etc, only w
 seed's own). Each test asserts what the person sees, as test_attacks.py's do.
 """
 import base64
+import html
 import json
 import os
 import socket
@@ -18,7 +19,7 @@ from urllib.parse import quote
 import pytest
 
 import fake_gemini as api
-from conftest import KEY
+from conftest import KEY, load_keeper
 from test_attacks import files_in, held, keyed, leaks, outside, seed_that  # noqa: F401 (keyed, outside: fixtures)
 from test_fallback import outcomes, run_fallback
 
@@ -46,7 +47,7 @@ NAMES = {  # a run's attack, and the rule its outcome names
     "a dot name nobody listed, deep": (written(("'lib/x/.editorconfig'", "root = true\n")), "a name that starts with"),
     "an emacs autosave of .env": (written(("'#.env#'", "X=1\n")), "#.env#: the name of .env or of a copy of it"),
     "a copy of .env by another name": (written(("'config/prod.env'", "X=1\n")), "the name of .env or of a copy"),
-    "a C1 control (CSI) in a name": (written(("'a\\u009b2J.py'", "x = 1\n")), "not printable text (U+009B)"),
+    "a C1 control (CSI) in a name": (written(("'a\\u009b2J.py'", "x = 1\n")), "not plain text (U+009B)"),
     "a right-to-left override in a name": (written(("'invoice\\u202etxt.py'", "x = 1\n")), "(U+202E)"),
     "a zero-width joiner that hides a .git": (written(("'\\u200c.git/config'", "[core]\n")), "(U+200C)"),
     "a line separator in a name": (written(("'a\\u2028b.py'", "x = 1\n")), "(U+2028)"),
@@ -356,3 +357,56 @@ def test_the_seed_reaches_no_unix_socket_of_the_persons(keyed, env, gemini, outs
             pass
     held(keyed, done, gemini, outside, 1)
     assert heard == [] and outcomes(keyed) == ["landed: 1 file(s) changed"]
+
+
+# --- the allow-lists themselves, in process --------------------------------------------------------
+names, scrub = load_keeper("names"), load_keeper("scrub")
+
+
+@pytest.mark.parametrize("rel", ["café.py", "日本語/モジュール.py", "a b/c-d_e.py", "n" * 255, "tests/test_x.py",
+                                 "Icon.py", "environment.py", "envelope/.env".replace("/.env", "/env.py")])
+def test_names_on_the_allow_list_are_taken(rel):
+    assert names.refusal(rel) is None
+
+
+@pytest.mark.parametrize("rel, rule", [
+    ("Icon\r", "U+000D"), ("a\x1b[2J.py", "U+001B"), ("a\x7f.py", "U+007F"), ("a\x85b.py", "U+0085"),
+    ("a\u00a0b.py", "U+00A0"), ("x\u202e.py", "U+202E"), ("\ufeffa.py", "U+FEFF"), ("a\U000e0041.py", "U+E0041"),
+    ("caf\udce9.py", "a byte that is not UTF-8"), ("n" * 256, "longer than 255 bytes"),
+    ("é" * 128, "longer than 255 bytes"), ("d/" * 2100 + "x.py", "a path longer than 4,095 bytes"),
+    (".git", "git's own"), ("a/.GIT/config", "git's own"), ("a/.git. ", "git's own"), ("Git~1/x", "git's own"),
+    ("..", "starts with"), ("../x.py", "starts with"), (".hidden", "starts with"), ("a//b", "an empty name"),
+    ("#.env#", ".env or of a copy"), ("Copy of .env", ".env or of a copy"), ("x/prod.ENV", ".env or of a copy")])
+def test_names_outside_the_allow_list_are_refused_saying_which_rule(rel, rule):
+    assert rule in (names.refusal(rel) or ""), names.refusal(rel)
+    assert names.refusal(rel).isprintable()  # the rule's line shows the name without its control characters
+
+
+def test_every_encoding_of_a_secret_is_found_at_every_alignment_and_nothing_else(monkeypatch):
+    monkeypatch.setenv("GEMINI_API_KEY", SECRET)
+    for before in range(6):
+        for form, text in [("base64", base64.b64encode), ("base32", base64.b32encode),
+                           ("urlsafe", base64.urlsafe_b64encode)]:
+            body = json.dumps({"text": text(os.urandom(before) + SECRET.encode() + os.urandom(3)).decode()})
+            assert scrub.secret_in(body.encode()), (form, before)
+    for carried in [SECRET, quote(SECRET, safe=""), SECRET[::-1], SECRET.encode().hex().upper()]:
+        assert scrub.secret_in(json.dumps({"contents": [{"parts": [{"text": f"x {carried} y"}]}]}))
+    assert scrub.secret_in('{"a": "' + "".join(f"\\u{ord(c):04x}" for c in SECRET) + '"}')
+    assert scrub.secret_in(json.dumps({"parts": [{"text": SECRET[:5]}, {"text": SECRET[5:]}]}))
+    assert scrub.secret_in(json.dumps({"text": SECRET[:-1] + "?"})) is None
+
+
+def test_one_scrub_for_text_and_bytes_as_the_files_write_the_secret(monkeypatch):
+    odd = 'pass"word\\é-long'
+    monkeypatch.setenv("GEMINI_API_KEY", odd)
+    assert scrub.redact(f"key {odd}!") == "key [GEMINI_API_KEY]!"
+    assert scrub.redact(json.dumps({"k": odd}).encode()) == b'{"k": "[GEMINI_API_KEY]"}'
+    assert scrub.redact(json.dumps({"k": odd}, ensure_ascii=False)) == '{"k": "[GEMINI_API_KEY]"}'
+    assert scrub.redact(f"<p>{html.escape(odd)}</p>") == "<p>[GEMINI_API_KEY]</p>"  # as the page writes it
+    assert scrub.redact("AIza" + "x" * 35) == "[GEMINI_API_KEY]"
+
+
+def test_the_one_sanitizer_shows_every_character_that_is_not_printable_text():
+    assert scrub.printable("ok é 日本") == "ok é 日本"
+    assert scrub.printable("\x1b]0;t\x07\x9b\u202e\udcff") == "\\x1b]0;t\\x07\\x9b\\u202e\\xff"
+    assert scrub.printable("a\tb\nc\x1b", keep="\n\t") == "a\tb\nc\\x1b"
