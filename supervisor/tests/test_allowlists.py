@@ -10,17 +10,18 @@ import base64
 import html
 import json
 import os
+import shutil
 import socket
 import sqlite3
 import subprocess
-from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 
 import fake_gemini as api
-from conftest import KEY, load_keeper
-from test_attacks import files_in, held, keyed, leaks, outside, seed_that  # noqa: F401 (keyed, outside: fixtures)
+from conftest import KEY, fresh_workspace, load_keeper
+from fake_gemini import FakeGemini
+from test_attacks import files_in, held, keyed, outside, seed_that  # noqa: F401 (keyed, outside: fixtures)
 from test_fallback import outcomes, run_fallback
 
 UNTAKEN = "rolled back: the run left what the keeper does not take: "
@@ -59,16 +60,17 @@ NAMES = {  # a run's attack, and the rule its outcome names
 }
 
 
-@pytest.mark.parametrize("attack", NAMES)
-def test_a_name_outside_the_allow_list_is_the_codes_failure_and_nothing_of_the_run_lands(keyed, env, gemini, outside,
-                                                                                        attack):
-    code, rule = NAMES[attack]
-    (keyed / "seed.py").write_text(seed_that(code))
-    gemini.reply(api.answer([("other.py", "x = 3\n")]))
-    done = run_fallback(keyed, env, "--iterations", "1", timeout=120)
-    held(keyed, done, gemini, outside, 1)
-    assert outcomes(keyed)[0].startswith(UNTAKEN) and rule in outcomes(keyed)[0], outcomes(keyed)
-    assert not (keyed / "other.py").exists()  # nothing of the run landed
+def test_a_name_outside_the_allow_list_is_the_codes_failure_and_nothing_of_the_run_lands(keyed, env, gemini, outside):
+    attacks = [code for code, _ in NAMES.values()]  # one an iteration, the seed counting the log's sections
+    (keyed / "seed.py").write_text(seed_that(
+        f"exec({attacks!r}[pathlib.Path('iteration_log.md').read_text().count(chr(10) + '## Iteration ')])"))
+    for _ in attacks:
+        gemini.reply(api.answer([("other.py", "x = 3\n")]))
+    done = run_fallback(keyed, env, "--iterations", str(len(attacks)), timeout=300)
+    held(keyed, done, gemini, outside, len(attacks))
+    for outcome, (attack, (_, rule)) in zip(outcomes(keyed), NAMES.items()):
+        assert outcome.startswith(UNTAKEN) and rule in outcome, (attack, outcome)
+    assert not (keyed / "other.py").exists()  # nothing of any run landed
     assert sorted(p.name for p in keyed.iterdir() if p.name not in (".seed", "backups")) == sorted(
         ["fallback.py", "supervisor", ".env", ".env.example", "seed.py", "goal.md", "pending_tasks.md",
          "iteration_log.md", "report.html"])
@@ -166,11 +168,27 @@ LEFT_BEHIND = {  # what a killed keeper (or one from before) may leave, and what
 }
 
 
+@pytest.fixture(scope="module")
+def landed_once(tmp_path_factory):
+    """A workspace where one change (a.py) landed: copied for each test of recovery, run once for them all."""
+    root, fake = fresh_workspace(tmp_path_factory.mktemp("landed") / "workspace"), FakeGemini()
+    try:
+        fake.reply(api.answer([("a.py", "a = 1\n")]))
+        env = {name: value for name, value in os.environ.items() if not name.startswith(("GEMINI_", "SEED_"))}
+        env.update(GEMINI_API_KEY=KEY, GEMINI_API_BASE=fake.url, GEMINI_MODEL="gemini-3.5-flash")
+        done = run_fallback(root, env, "--iterations", "1")
+        assert done.returncode == 0 and outcomes(root) == ["landed: 1 file(s) changed"], done.stderr
+    finally:
+        fake.close()
+    return root
+
+
 @pytest.mark.parametrize("left", LEFT_BEHIND)
-def test_recovery_finishes_or_undoes_whatever_an_earlier_iteration_left_and_the_loop_goes_on(workspace, env, gemini,
-                                                                                            left):
-    gemini.reply(api.answer([("a.py", "a = 1\n")])).reply(api.answer([("z.py", "z = 1\n")]))
-    assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
+def test_recovery_finishes_or_undoes_whatever_an_earlier_iteration_left_and_the_loop_goes_on(landed_once, env, gemini,
+                                                                                            tmp_path, left):
+    workspace = tmp_path / "workspace"
+    shutil.copytree(landed_once, workspace, symlinks=True)
+    gemini.reply(api.answer([("z.py", "z = 1\n")]))
     leave(workspace, LEFT_BEHIND[left])
     done = run_fallback(workspace, env, "--iterations", "1")
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stdout[-2000:] + done.stderr[-3000:]
@@ -235,9 +253,9 @@ SECRET = "hunter2-Correct-Horse-Battery-Staple"
 
 def encodings():
     """Ways a rewritten seed could carry a value in its prompt, as Python expressions of `value`."""
-    return {"as it is": "value", "JSON-escaped": "JSON", "percent-encoded": "quote(value, safe='')",
-            "base64-encoded": "base64.b64encode(b'xy' + value.encode()).decode()", "reversed": "value[::-1]",
-            "hex-encoded": "value.encode().hex()", "split across two strings": "SPLIT"}
+    return {"as it is": "value", "JSON-escaped": "JSON", "base64-encoded": "base64.b64encode(b'xy' + "
+                                                                           "value.encode()).decode()",
+            "split across two strings": "SPLIT"}  # the others (percent, hex, reversed...): in process, below
 
 
 @pytest.mark.parametrize("encoding", encodings())
@@ -278,20 +296,20 @@ def written_anywhere(root, secret, but=()):
     return found
 
 
-@pytest.mark.parametrize("name, extra", [("SMTP_PASSWORD", {}), ("DATABASE_URL", {"SEED_SECRETS": "DATABASE_URL"})])
-def test_every_file_the_keeper_writes_is_scrubbed_of_the_secrets_of_env_by_value(keyed, env, gemini, outside, name,
-                                                                                extra):
+def test_every_file_the_keeper_writes_is_scrubbed_of_the_secrets_of_env_by_value(keyed, env, gemini, outside):
+    other = "postgres://me:" + SECRET[::-1] + "@db"  # a secret by the setting's name alone
     with open(keyed / ".env", "a") as dotenv:
-        dotenv.write(f"{name}={SECRET}\n")
-    env.update(extra)
-    (keyed / "vault.bin").write_bytes(b"\0binary, so the seed never shows it: " + SECRET.encode())
-    leak = "def test_vault():\n    assert False, open('vault.bin', 'rb').read()\n"  # the model's test prints it
+        dotenv.write(f"SMTP_PASSWORD={SECRET}\nDATABASE_URL={other}\n")
+    env["SEED_SECRETS"] = "DATABASE_URL"
+    (keyed / "vault.bin").write_bytes(b"\0binary, so the seed never shows it: " + f"{SECRET} {other}".encode())
+    leak = "def test_vault():\n    assert False, open('vault.bin', 'rb').read()\n"  # the model's test prints them
     gemini.reply(api.answer([("tests/test_vault.py", leak)]))
     done = run_fallback(keyed, env, "--iterations", "1")
     held(keyed, done, gemini, outside, 1)
     assert outcomes(keyed) == ["rolled back: tests failed"]
-    assert f"[{name}]" in (keyed / "iteration_log.md").read_text()  # the output is there, its secret taken out
-    assert not written_anywhere(keyed, SECRET, but=["vault.bin"]) and SECRET not in done.stdout + done.stderr
+    assert "[SMTP_PASSWORD] [DATABASE_URL]" in (keyed / "iteration_log.md").read_text()  # there, taken out
+    for secret in (SECRET, other):
+        assert not written_anywhere(keyed, secret, but=["vault.bin"]) and secret not in done.stdout + done.stderr
 
 
 # --- what is written: control characters shown ----------------------------------------------------
@@ -320,44 +338,32 @@ def test_text_from_the_model_reaches_the_log_and_the_tasks_with_its_control_char
 
 
 # --- what the run reaches -------------------------------------------------------------------------
-def test_the_run_reads_of_etc_only_what_it_needs(keyed, env, gemini, outside):
+def test_the_run_reads_of_etc_only_what_it_needs_and_reaches_no_unix_socket_of_the_persons(keyed, env, gemini,
+                                                                                           outside, tmp_path):
     tries = {path: f"open({path!r}).read()" for path in ("/etc/shadow", "/etc/gshadow", "/etc/machine-id",
                                                           "/etc/fstab") if os.path.isfile(path)}
     tries["what a run needs"] = ("import ssl\nssl.create_default_context().load_default_certs()\n"
                                  "socket.getaddrinfo('localhost', 80)")
+    path = tmp_path / "agent.sock"  # as ssh-agent's, gpg-agent's or docker's, outside the hidden folders
+    tries["a UNIX socket"] = f"s = socket.socket(socket.AF_UNIX)\ns.connect({str(path)!r})\ns.sendall(b'SIGN THIS')"
     (keyed / "seed.py").write_text(seed_that(
         "import json, socket\nseen = {}\n"
         f"for what, action in {tries!r}.items():\n"
-        "    try:\n        exec(action)\n        seen[what] = 'read'\n"
+        "    try:\n        exec(action)\n        seen[what] = 'done'\n"
         "    except OSError as error:\n        seen[what] = error.strerror\n"
         "pathlib.Path('seen.json').write_text(json.dumps(seen))"))
     gemini.reply(api.answer([("other.py", "x = 3\n")]))
-    done = run_fallback(keyed, env, "--iterations", "1", timeout=120)
-    held(keyed, done, gemini, outside, 1)
-    seen = json.loads((keyed / "seen.json").read_text())
-    assert seen.pop("what a run needs") == "read"
-    assert seen and set(seen.values()) == {"Permission denied"}, seen
-
-
-def test_the_seed_reaches_no_unix_socket_of_the_persons(keyed, env, gemini, outside, tmp_path):
-    path = tmp_path / "agent.sock"  # as ssh-agent's, gpg-agent's or docker's, outside the hidden folders
-    heard = []
     with socket.socket(socket.AF_UNIX) as listener:
         listener.bind(str(path))
         listener.listen()
         listener.settimeout(0.1)
-        (keyed / "seed.py").write_text(seed_that(
-            f"import socket\ntry:\n    s = socket.socket(socket.AF_UNIX)\n    s.connect({str(path)!r})\n"
-            "    s.sendall(b'SIGN THIS')\n    print('reached')\nexcept OSError as error:\n    print('refused', error)"))
-        gemini.reply(api.answer([("other.py", "x = 3\n")]))
         done = run_fallback(keyed, env, "--iterations", "1", timeout=120)
-        try:
-            heard.append(listener.accept()[0].recv(100))
-        except OSError:
-            pass
+        with pytest.raises(OSError):  # nothing ever connected
+            listener.accept()
     held(keyed, done, gemini, outside, 1)
-    assert heard == [] and outcomes(keyed) == ["landed: 1 file(s) changed"]
-
+    seen = json.loads((keyed / "seen.json").read_text())
+    assert seen.pop("what a run needs") == "done" and seen.pop("a UNIX socket") == "Operation not permitted"
+    assert seen and set(seen.values()) == {"Permission denied"}, seen
 
 # --- the allow-lists themselves, in process --------------------------------------------------------
 names, scrub = load_keeper("names"), load_keeper("scrub")

@@ -218,6 +218,10 @@ def test_of_etc_it_reads_only_what_python_tls_and_name_lookup_need(place, own_se
     assert unneeded, "none of the files this test tries is on this machine"
     for path in unneeded:  # as root, /etc/shadow too: Landlock holds whatever the file's mode
         assert attempt(place, f"open({path!r}).read()", policy) == "EACCES", path
+    shadow = "/proc/self/root/etc/shadow"  # another way to the same file...
+    assert attempt(place, f"open({shadow!r}).read()", policy) in ("EACCES", "ENOENT")
+    link = "os.link('/etc/shadow', 'shadow'); open('shadow').read()"  # ...and a hard link into the working copy
+    assert attempt(place, link, policy) in ("EACCES", "EXDEV", "EPERM", "ENOENT")
 
 
 @landlock
