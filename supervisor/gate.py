@@ -27,6 +27,7 @@ import os
 import re
 import sys
 import threading
+from dataclasses import dataclass, replace
 from enum import Enum
 
 from . import selection
@@ -160,26 +161,43 @@ class Failure(str, Enum):
     UNTRUSTED = "the run left what the keeper does not take"
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """What the gate found: `failure` None when the candidate passed, else its kind, what it says beyond the kind
+    (`detail`, one line) and the output that shows it; the model's passing tests per test file (None when unknown)
+    and which tests ran (EVERY_TEST, or how many of the test files)."""
+    failure: Failure | None = None
+    detail: str = ""
+    output: str = ""
+    passing: dict | None = None
+    tests_ran: str | None = None
+
+    @property
+    def why(self):
+        """The failure as people read it: its kind, then what it says."""
+        return f"{self.failure.value}: {self.detail}" if self.detail else self.failure.value
+
+
 def gate(changes, files, before=None, full=False):
-    """(None when the candidate passes, else (what failed, its output); {test file: how many of its tests pass}
-    for the model's tests, or None when none is known; which ran: EVERY_TEST, or how many of the test files).
-    `files`: the candidate's {path: sha256}, its objects stored; `before`: the same counts at the landed state
-    the change started from, when known (the ratchet); `full`: run every test even where a selection would be
-    sound (the cadence). A change of any file is checked: a data file can break a test that reads it."""
+    """The Verdict on a candidate: its passing counts are those of the model's tests. `files`: the candidate's
+    {path: sha256}, its objects stored; `before`: the same counts at the landed state the change started from, when
+    known (the ratchet); `full`: run every test even where a selection would be sound (the cadence). A change of any
+    file is checked: a data file can break a test that reads it."""
     show_phase("checking: the changed .py files compile")
     broken = [compile_error(rel, files[rel]) for rel, kind, *_ in changes if rel.endswith(".py") and kind != "deleted"]
     if any(broken):
-        return (Failure.COMPILE.value, "\n".join(b for b in broken if b)), None, None
+        return Verdict(Failure.COMPILE, output="\n".join(b for b in broken if b))
     selected = None if full or before is None else changes
-    failure, ran, which = run_checks(files, touches_seed(changes, files), selected, split=before is None or not full)
-    if ran is None:
-        return failure, before, which
-    passing = {**{test: count for test, count in (before or {}).items() if test in files}, **ran}
-    if not failure and before is not None and sum(passing.values()) < sum(before.values()):
-        failure = (f"{Failure.TESTS_REMOVED.value}: {sum(before.values())} passing before, {sum(passing.values())} "
-                   "now", "A change may rename or rewrite tests, never lower the number that pass (deleted, emptied, "
-                   "skipped or expected to fail).")
-    return failure, passing, which
+    found = run_checks(files, touches_seed(changes, files), selected, split=before is None or not full)
+    if found.passing is None:
+        return replace(found, passing=before)
+    passing = {**{test: count for test, count in (before or {}).items() if test in files}, **found.passing}
+    if not found.failure and before is not None and sum(passing.values()) < sum(before.values()):
+        return replace(found, failure=Failure.TESTS_REMOVED, passing=passing,
+                       detail=f"{sum(before.values())} passing before, {sum(passing.values())} now",
+                       output="A change may rename or rewrite tests, never lower the number that pass (deleted, "
+                              "emptied, skipped or expected to fail).")
+    return replace(found, passing=passing)
 
 
 def touches_seed(changes, files):
@@ -188,9 +206,8 @@ def touches_seed(changes, files):
 
 
 def run_checks(files, contract, changes=None, split=False):
-    """(None when the candidate's top-level modules import and pytest passes over tests/ (with the seed's
-    contract if asked), else (what failed, its output); {test file: how many of its tests passed}; which ran:
-    EVERY_TEST, or how many of the test files). With `changes`, the tests they can affect run first, and alone
+    """The Verdict of the candidate's top-level modules importing and pytest passing over tests/ (with the seed's
+    contract if asked); its passing counts are those of the tests that ran. With `changes`, the tests they can affect run first, and alone
     when that selection is sound and the seed's contract is not asked. With `split`, a run of SEED_PARALLEL_FROM
     test files or more goes in two parts at once where that is sound. The code runs in a child of the terrarium,
     in the judged copy it may not write, with no key and no way to the API."""
@@ -213,8 +230,8 @@ def run_checks(files, contract, changes=None, split=False):
     which = EVERY_TEST if len(tests) == len(every) + len(contract) else \
         f"{len(tests)} of {len(every)} test files, those this change can affect"
     if not any("imported" in fact for fact in facts):
-        return (Failure.IMPORT_TIMEOUT.value if code is None else Failure.IMPORT.value, output), None, which
-    return (*verdict(facts, code, output, tests, expected_tests(files, tests)), which)
+        return Verdict(Failure.IMPORT_TIMEOUT if code is None else Failure.IMPORT, output=output, tests_ran=which)
+    return replace(verdict(facts, code, output, tests, expected_tests(files, tests)), tests_ran=which)
 
 
 def apart(files):
@@ -232,7 +249,7 @@ def cores():
 
 
 def verdict(facts, code, output, tests, expected):
-    """The gate's judgement of the tests from what the keeper's plugin reported (the exit code can only fail it)."""
+    """The Verdict on the tests from what the keeper's plugin reported (the exit code can only fail it)."""
     collected = next((fact["collected"] for fact in facts if "collected" in fact), None)
     outcomes = {fact["test"]: fact["outcome"] for fact in facts if "test" in fact and fact["outcome"] != "passed"}
     outcomes.update({fact["test"]: "passed" for fact in facts if fact.get("when") == "call"
@@ -242,11 +259,11 @@ def verdict(facts, code, output, tests, expected):
         if outcome == "passed" and test.split("::")[0] in passing and test in (collected or ()):
             passing[test.split("::")[0]] += 1
     if not tests:
-        return None, None
+        return Verdict()
     if code is None:
-        return (Failure.TESTS_TIMEOUT.value, output), passing
+        return Verdict(Failure.TESTS_TIMEOUT, output=output, passing=passing)
     if "failed" in outcomes.values() or (code not in (0, 5) and collected is not None):
-        return (Failure.TESTS.value, output), passing
+        return Verdict(Failure.TESTS, output=output, passing=passing)
     finished = next((fact["finished"] for fact in facts if "finished" in fact), None)
     why = ("pytest ended before it collected the tests" if collected is None else
            "pytest ended before its session finished" if finished is None else
@@ -254,8 +271,8 @@ def verdict(facts, code, output, tests, expected):
            f"pytest reported {len(outcomes)} of the {len(collected)} tests it collected"
            if set(collected) - outcomes.keys() else "")
     if why:
-        return (f"{Failure.TESTS_UNREPORTED.value}: {why} (exit {code})", output), passing
-    return None, passing
+        return Verdict(Failure.TESTS_UNREPORTED, f"{why} (exit {code})", output, passing)
+    return Verdict(passing=passing)
 
 
 def listen(run):

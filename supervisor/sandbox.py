@@ -48,8 +48,8 @@ determined attacker with kernel exploits. What confines it, and what each part n
 Still open with all of the above: for the gate, pathname UNIX sockets at a path the code can guess outside
 /run (say ~/.docker/run/docker.sock): seccomp cannot see the path connect() is given, and Landlock ABI 9's
 RESOLVE_UNIX, which would refuse them, is not used: no kernel here offers it to test it. Learning that a path
-exists, its size and times (stat is not checked); reading the world-readable files of /sys; CPU, memory and disk beyond the rlimits; the kernel's own
-bugs. Refusals are not sent to the audit log (ABI 7 could): a model that keeps trying would flood it.
+exists, its size and times (stat is not checked); reading the world-readable files of /sys; CPU, memory and
+disk beyond the rlimits; the kernel's own bugs. Refusals are not sent to the audit log (ABI 7 could): a model that keeps trying would flood it.
 
 Without namespaces (refused by the kernel, or SEED_NAMESPACES=0; macOS): the keeper is the child subreaper
 of its runs (Linux 3.4+), so every orphan a run leaves becomes its child, and after each run it stops, then

@@ -31,8 +31,8 @@ from . import sandbox, snapshots as snap, untrusted
 from .console import say
 from .names import refusal
 from .settings import (CONTRACT, GUARDED, JUDGED, LANDING, LANDING_BYTES, LANDING_FILES, LIMITS, LOG, NAMESPACES,
-                       NOT_CODE, OUTPUT_TAIL, PROCESSES, ROOT, RUNNING, SANDBOX_REQUIRED, SCRATCH, SETTLING, SHM_BYTES,
-                       STEERING, TEST_SUPPORT, UNDER_WAY, WORK, WORK_BYTES, WORK_FILES, load_json, source_of, tail_of,
+                       NOT_CODE, OUTPUT_TAIL, PROCESSES, ROOT, RUNNING, SANDBOX_REQUIRED, SCRATCH, SHM_BYTES,
+                       STEERING, TEST_SUPPORT, WORK, WORK_BYTES, WORK_FILES, load_json, source_of, tail_of,
                        write_atomically)
 from .snapshots import (folders_above, has_object, line_changes, manifest, object_path, remove_empty_parents,
                         stays_inside, store_object)
@@ -235,31 +235,7 @@ def write_or_delete(rel, sha):
     remove_empty_parents(ROOT / rel)
 
 
-# --- recovery: what a killed keeper left, finished or undone ---------------------------------
-def recover(index, recorded):
-    """Finish or undo what a killed keeper (or a full disk) left: a child still running, a restore or a landing
-    under way, an iteration cut short. Whatever it meets (a name too long, a folder where a file was, an object
-    gone from the store, a marker no keeper wrote) is said in a line and the marker cleared: the next start never
-    dies on it. Returns [(iteration, result)] to record: a landing whose row was not written, an iteration cut
-    short; `recorded(n)` says whether iteration n has its row."""
-    end_orphans()
-    snap.finish_restore(index)
-    entries = {entry["id"]: entry for entry in index["snapshots"]}
-    settling = load_json(SETTLING)
-    start = entries.get(settling.get("start"))
-    finish_landing(start)
-    rows = settle_landing(index, settling, start, recorded)
-    SETTLING.unlink(missing_ok=True)
-    cut_short = load_json(UNDER_WAY)
-    if cut_short.get("start") in entries:
-        number = cut_short.get("iteration") if isinstance(cut_short.get("iteration"), int) else 0
-        set_aside(index, entries[cut_short["start"]], number)
-        rows.append((number, {"outcome": "stopped: the supervisor was killed during this iteration", "changes": [],
-                              "start": cut_short["start"]}))
-    UNDER_WAY.unlink(missing_ok=True)
-    return rows
-
-
+# --- recovery: what a killed keeper left, finished or undone (recovery.py calls these) -------
 def finish_landing(start):
     """Finish the landing a killed keeper left (every write in it is idempotent); where a path of it can no longer
     be written, undo the whole landing, putting back what `start` (the snapshot it began from) held at each of
@@ -301,25 +277,6 @@ def undo_landing(written, start):
     return held is not None and not apply_landing({rel: held.get(rel) for rel in written})
 
 
-def settle_landing(index, settling, start, recorded):
-    """A landing whose row a killed keeper did not write: the folder holds it (finished or undone), so its snapshot
-    is taken and its row made; or it never began, and the row says the iteration was stopped."""
-    number = settling.get("iteration")
-    if not start or not isinstance(number, int) or recorded(number):
-        return []
-    after = snap.snapshot(index, "landed", number)
-    try:
-        changes = snap.changes_since(start) if after["id"] != start["id"] else []
-    except (FileNotFoundError, ValueError):  # the start's snapshot is damaged: what the landing changed is unknown
-        changes = []
-        say(f"snapshot {start['id']} is damaged: iteration {number}'s landing is kept as backups/{after['id']}")
-    result = {"outcome": f"landed: {len(changes)} file(s) changed" if changes else "stopped: the supervisor was "
-              "killed during this iteration", "changes": changes, "start": start["id"],
-              "reason": "the supervisor was killed as it landed; the landing was finished at the next start"
-              if changes else "", "after": after["id"] if changes else None}
-    return [(number, result)]
-
-
 def set_aside(index, start, number):
     """On Ctrl+C or after kill -9 mid-run: keep what the run wrote (in the working copy, read as the model's) as
     a snapshot; the folder never had it. Nothing is kept when the start's snapshot is damaged (nothing to tell the
@@ -331,7 +288,8 @@ def set_aside(index, start, number):
         begun = files = None
     if files != begun:
         kept = snap.snapshot(index, "interrupted", number, files=files)
-        say(f"the interrupted run's changes are kept in backups/{kept['id']}; the codebase is as it was")
+        say(f"the interrupted run's changes are kept as snapshot {kept['id']} (python fallback.py --materialise "
+            f"{kept['id']} writes them out); the codebase is as it was")
     sync_work()
 
 
@@ -455,7 +413,7 @@ def end_orphans():
         if ours:
             try:
                 os.killpg(pid, signal.SIGKILL)
-                say(f"ended process group {pid}, left running by a supervisor that was killed")
+                say(f"ended process group {pid}, left running by a keeper that was killed")
             except (ProcessLookupError, PermissionError):
                 pass
     RUNNING.unlink(missing_ok=True)
