@@ -16,6 +16,7 @@ MIN_SECRET characters is not one: it would match everywhere.
 import base64
 import functools
 import html
+import io
 import json
 import os
 import re
@@ -46,12 +47,15 @@ def secrets():
 
 @functools.lru_cache(maxsize=4)
 def read_dotenv(stamp):
-    """.env's settings as python-dotenv reads them, as the file was at `stamp` ({} when there is none)."""
-    from dotenv import dotenv_values  # checked installed by fallback.py before any part is imported
+    """.env's settings as written, as the file was at `stamp` ({} when there is none): python-dotenv's parser, the
+    lines it cannot read left out (settings.py says them, once)."""
+    from dotenv.parser import parse_stream  # checked installed by fallback.py before any part is imported
     try:
-        return dotenv_values(ROOT / ".env", encoding="utf-8-sig") if stamp else {}
+        text = (ROOT / ".env").read_bytes().decode("utf-8-sig") if stamp else ""
     except (OSError, UnicodeDecodeError):
         return {}
+    return {binding.key: binding.value for binding in parse_stream(io.StringIO(text)) if binding.key and
+            binding.value is not None and not binding.error}
 
 
 def is_secret(name):

@@ -66,7 +66,7 @@ KNOWN = {  # every setting the keeper reads (a test holds this list to the code)
     "SEED_KEEP_DAILY_DAYS", "SEED_KEEP_LANDED_DAYS", "SEED_LANDING_FILES", "SEED_LANDING_MB", "SEED_LOG_MB",
     "SEED_MEMORY_MB", "SEED_NAMESPACES", "SEED_OPEN_FILES", "SEED_PARALLEL_FROM", "SEED_PROCESSES",
     "SEED_PROMPT_TOKENS", "SEED_RATCHET", "SEED_REQUESTS_PER_RUN", "SEED_SANDBOX", "SEED_SCORE_TOLERANCE",
-    "SEED_SHM_MB", "SEED_WORK_FILES", "SEED_WORK_MB"}
+    "SEED_SHM_MB", "SEED_WORK_FILES", "SEED_WORK_MB", "SEED_DOT_NAMES", "SEED_SECRETS"}
 OURS = ("GEMINI_", "OPENAI_", "SEED_", "BACKUPS_")  # the prefixes of the keeper's settings
 WRITTEN = set()  # the names .env sets
 

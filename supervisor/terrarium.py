@@ -43,9 +43,10 @@ KEEPER_FILES = {rel.casefold() for rel in [*GUARDED, *STEERING]}  # never the co
 LOG_SHOWN = 65_536  # bytes of the end of iteration_log.md the working copy holds (the seed shows less)
 RECORD, RECORD_BYTES = ".seed/record.json", 1 << 20  # what the seed says it did, and the most of it read
 UNCAPTURED = {"__pycache__", ".pytest_cache"}  # caches a run leaves, at any depth: never captured, never its failure
-LASTING = {errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EEXIST, errno.ENAMETOOLONG, errno.ELOOP, errno.ENOTEMPTY}
-# what writing a path of a landing can meet that trying again never mends (anything else is the machine's: a full
-# disk, a folder made read-only; the landing is then finished when it can be)
+IN_THE_WAY = {errno.ENOTDIR, errno.EISDIR, errno.EEXIST, errno.ENOTEMPTY}  # something of the person's stands there
+LASTING = IN_THE_WAY | {errno.ENOENT, errno.ENAMETOOLONG, errno.ELOOP}  # what writing a path of a landing can meet
+# that trying again never mends (anything else is the machine's: a full disk, a folder made read-only; the landing
+# is then finished when it can be)
 KEEPER_FILE_BYTES = 16 << 20  # the most of a keeper's file in the working copy read, to tell whether a run wrote it
 provided = {}       # rel -> sha256 of what the working copy was given to read, to tell a run's writes from it
 fingerprints = {}   # (tree, rel) -> (size, mtime, ctime, inode), sha256: what need not be read again
@@ -200,28 +201,30 @@ def land(changes, files):
     outside = [rel for rel, *_ in changes if not stays_inside(rel)]
     plan = {rel: files.get(rel) for rel, *_ in changes if rel not in outside}
     write_atomically(LANDING, json.dumps(plan))
-    outside += [rel for rel, _ in apply_landing(plan)]
+    outside += [rel for rel, _, _ in apply_landing(plan)]
     LANDING.unlink()
     return {rel: sha for rel, sha in plan.items() if rel not in outside}, outside
 
 
 def apply_landing(plan):
     """Write the plan into the folder, deletions first and the deepest first (a folder that becomes a file is
-    emptied before the file is written), each name checked against the allow-list again. [(path, why)] of those
-    not written: a name outside the allow-list, a symlink out of the folder, something of the person's that is
-    not a file in the way, a content gone from the store. A fault of the machine (a full disk) is raised."""
+    emptied before the file is written), each name checked against the allow-list again. [(path, why, whether
+    something of the person's stands in the way)] of those not written: a symlink out of the folder or what is not
+    a file (in the way), a name outside the allow-list, a content gone from the store. A fault of the machine (a
+    full disk) is raised."""
     failed = []
     for rel, sha in sorted(plan.items(), key=lambda item: (item[1] is not None, -item[0].count("/"))):
-        why = refusal(rel) or (None if stays_inside(rel) else f"{rel}: a symlink in the folder leads out of it")
+        in_the_way = not stays_inside(rel)
+        why = refusal(rel) or (f"{rel}: a symlink in the folder leads out of it" if in_the_way else None)
         try:
             if why is None:
                 write_or_delete(rel, sha)
         except OSError as error:
             if error.errno not in LASTING:
                 raise
-            why = f"{rel}: {error.strerror}"
+            why, in_the_way = f"{rel}: {error.strerror}", error.errno in IN_THE_WAY
         if why:
-            failed.append((rel, why))
+            failed.append((rel, why, in_the_way))
     return failed
 
 
@@ -237,17 +240,19 @@ def write_or_delete(rel, sha):
 
 # --- recovery: what a killed keeper left, finished or undone (recovery.py calls these) -------
 def finish_landing(start):
-    """Finish the landing a killed keeper left (every write in it is idempotent); where a path of it can no longer
-    be written, undo the whole landing, putting back what `start` (the snapshot it began from) held at each of
-    its paths, so the folder never holds half of a change."""
+    """Finish the landing a killed keeper left (every write in it is idempotent; a path where something of the
+    person's stands is left out, as landing does); where a path of it can no longer be written, undo the whole
+    landing, putting back what `start` (the snapshot it began from) held at each path it wrote, so the folder never
+    holds half of a change."""
     plan, dropped = plan_of(load_json(LANDING))
     if dropped:
         say(f"backups/landing.json held {dropped} entries no keeper writes; they were left out")
     failed = apply_landing(plan) if plan else []
-    if failed:
-        undone = undo_landing({rel: sha for rel, sha in plan.items() if rel not in dict(failed)}, start)
-        say(f"the landing under way when the last run stopped could not be finished ({failed[0][1]}"
-            f"{f' and {len(failed) - 1} more' if len(failed) > 1 else ''}): "
+    broken = [why for _, why, in_the_way in failed if not in_the_way]
+    if broken:
+        undone = undo_landing({rel: sha for rel, sha in plan.items() if rel not in {f[0] for f in failed}}, start)
+        say(f"the landing under way when the last run stopped could not be finished ({broken[0]}"
+            f"{f' and {len(broken) - 1} more' if len(broken) > 1 else ''}): "
             + ("it was undone" if undone else "it could not be undone either (its snapshot is gone): the folder "
                "holds what could be written"))
     elif plan:
