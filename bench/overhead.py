@@ -18,7 +18,8 @@ commit there and `git merge --ff-only` in the folder. Ours and git take turns wi
 a machine slowing down or speeding up weighs on both alike; the full copies run after them, as their writing
 would slow the others. The first snapshot (every file stored) and the first sync (the working copy made) are
 timed apart. Then, as their own rows: the gate's child (imports and pytest), confined and not; the
-launcher's start-up (`python -c pass` plain, and through the sandbox with the seed's and the gate's policy);
+launcher's start-up (`python -c pass` plain, and through the sandbox with the seed's and the gate's policy), the
+gateway's check of a request for secrets and the one scrub (scrub.py), on a prompt of the largest budget;
 two rounds of pruning at the default retention; the disk backups/ uses, and the time to restore the first
 snapshot. Prints figures; asserts nothing.
 """
@@ -58,9 +59,11 @@ def make_workspace(root, files, keeper=False):
     (root / "tests" / "test_app.py").write_text("from app import main\n\n\ndef test_main():\n    assert main() == 1\n")
     for name in ("fallback.py", "seed.py", "goal.md", "pending_tasks.md", "iteration_log.md",
                  *(PROVIDED_TESTS if keeper else [])):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO / name, root / name)
     if keeper:
-        shutil.copytree(REPO / "supervisor", root / "supervisor", ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(REPO / "supervisor", root / "supervisor", ignore=shutil.ignore_patterns("__pycache__"),
+                        dirs_exist_ok=True)
     (root / "backups").mkdir()
 
 
@@ -77,7 +80,7 @@ def load_keeper(root):
                                                   submodule_search_locations=[str(root / "supervisor")])
     sys.modules[name] = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(sys.modules[name])
-    parts = ("settings", "snapshots", "terrarium", "gate", "journal", "record", "sandbox", "iteration")
+    parts = ("settings", "snapshots", "terrarium", "gate", "journal", "record", "sandbox", "iteration", "scrub")
     return SimpleNamespace(**{part: importlib.import_module(f"{name}.{part}") for part in parts})
 
 
@@ -215,6 +218,18 @@ class Ours(Phases):
         return {name: median(values) for name, values in times.items()}
 
 
+    def scrub_ms(self):
+        """The gateway's check of a request for secrets (every encoding of each), and the one scrub of the same
+        bytes, on a prompt of the largest budget (about 180 KB) with two keys set; medians of LAUNCHES."""
+        scrub = self.k.scrub
+        os.environ.update(GEMINI_API_KEY="AIza" + "k" * 35, OPENAI_API_KEY="sk-" + "o" * 40)
+        body = json.dumps({"contents": [{"parts": [{"text": code(0, 1) * 18}]}]}).encode()
+        return {f"the gateway's secret check, {len(body) >> 10} KB request": median(
+                    [timed(scrub.secret_in, body)[1] for _ in range(LAUNCHES)]),
+                f"the one scrub, the same {len(body) >> 10} KB": median(
+                    [timed(scrub.redact, body)[1] for _ in range(LAUNCHES)])}
+
+
 class FullCopy(Phases):
     """A full copy before each run; the change summary by comparing every file with that copy."""
     def __init__(self, root, line_changes):
@@ -332,7 +347,7 @@ def report(files, iterations):
     disks = {"ours": disk_use(ours.k.settings.BACKUPS), "full copy": disk_use(copies.store),
              "git": disk_use(by_git.root / ".git")}
     restores = {name: one.restore_first() for name, one in (("ours", ours), ("full copy", copies), ("git", by_git))}
-    gate, launches, prunes = ours.gate_ms(), ours.launch_ms(), ours.prune_rounds(files)
+    gate, launches, prunes = ours.gate_ms(), {**ours.launch_ms(), **ours.scrub_ms()}, ours.prune_rounds(files)
     print(f"\n{files:,} files, {size / 1e6:.1f} MB of code; {iterations} iterations changing 3 files each, one in "
           f"ten rolled back ({3 * FILE_BYTES * iterations / 1e6:.1f} MB changed in all)")
     show_ours(ours, prunes)
@@ -386,7 +401,7 @@ def show_subprocesses(ours, gate, launches):
         print(f"  {name:<44}{ms:>9.1f}{'':>18}   (only when a .py file changed; median of {GATE_RUNS})")
     plain = launches["python -c pass, plain"]
     for name, ms in launches.items():
-        extra = f"; +{ms - plain:.1f} for the launcher" if ms != plain else ""
+        extra = f"; +{ms - plain:.1f} for the launcher" if name.startswith("through") else ""
         print(f"  {name:<44}{ms:>9.1f}{'':>18}   (median of {LAUNCHES}{extra})")
     landed = median(ours.total(landed=True))
     share = landed / (landed + gate["gate's child, confined (run_checks)"])

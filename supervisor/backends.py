@@ -13,7 +13,7 @@ import sys
 from typing import Protocol, runtime_checkable
 
 from . import gemini, openai_compatible, replay
-from .console import redact
+from .scrub import redact
 from .gateway import Gateway
 from .settings import EX_CONFIG, EX_UNAVAILABLE
 

@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 
 from . import compare, demo, experiment, export, report as page, snapshots as snap, status
-from .console import redact, say
+from .console import say
+from .scrub import redact
 from .preflight import check_setup
 from .settings import EX_CONFIG, NAMED, ROOT, SUSPICION, stamp, utc_now
 

@@ -2,21 +2,20 @@
 
 On a terminal (and unless TERM=dumb) a status line shows what the current iteration is doing and for how
 long; each iteration then leaves one line, coloured by its outcome (unless NO_COLOR is set). Redirected to
-a file, only the lines are written. Nothing printed ever holds the API key.
+a file, only the lines are written. Nothing printed ever holds a secret or moves the terminal's cursor (scrub.py).
 """
 import os
-import re
 import shutil
 import sys
 import threading
 import time
 from datetime import datetime
 
-from .settings import KEY_SHAPES, LOG
+from .scrub import printable, redact
+from .settings import LOG
 
 LIVE = sys.stdout.isatty() and os.environ.get("TERM") != "dumb"  # a status line redrawn in place
 COLOURS = {"landed": "32", "rolled back": "31", "tampered": "35", "stopped": "31", "waiting": "33", "no change": "2"}
-SECRETS = ("GEMINI_API_KEY", "OPENAI_API_KEY")  # settings whose values are never shown
 status = {"text": "", "since": time.monotonic(), "iteration": None}  # what the current iteration is doing, since when
 print_lock = threading.Lock()
 
@@ -73,25 +72,11 @@ def redraw_status_forever():
 
 
 
-def redact(text):
-    """The text without the key (or anything shaped like a Google API key)."""
-    for name in SECRETS:
-        secret = os.environ.get(name, "").strip()
-        if len(secret) >= 8:
-            text = text.replace(secret, f"[{name}]")
-    return KEY_SHAPES.sub("[GEMINI_API_KEY]", text)
-
-
 def describe_changes(changed, most=20):
-    """The changed files for a log or console line; odd characters in names are shown as ?."""
+    """The changed files for a log or console line; odd characters in names are shown as escapes."""
     shown = [f"{printable(rel)}{'' if kind == 'changed' else f' ({kind})'} +{added} −{removed}"
              for rel, kind, added, removed in changed[:most]]
     return ", ".join(shown) + (f" and {len(changed) - most} more" if len(changed) > most else "")
-
-
-def printable(text):
-    """The text with control characters shown as ?: nothing from a file or a model moves the terminal's cursor."""
-    return re.sub(r"[\x00-\x1f\x7f-\x9f]", "?", text)
 
 
 def report(row, headline, totals):

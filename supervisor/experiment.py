@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from . import record, replay as served
-from .console import redact
+from .scrub import redact
 from .journal import LOG_HEAD, section_of
 from .settings import EX_CONFIG, KEEPER, LOG, ROOT, STEERING, write_atomically
 from .snapshots import Reader, fork_store

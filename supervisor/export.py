@@ -16,6 +16,8 @@ import tempfile
 from pathlib import Path
 
 from . import history
+from .names import refusal
+from .scrub import printable
 from .settings import read_stamp
 from .snapshots import Reader
 
@@ -39,9 +41,10 @@ def export_git(root, dest):
         make_repository(root, dest)
     last = exported_iteration(dest)
     commits, waiting = plan_commits(sections, snapshots, last)
-    if commits:
-        import_commits(root, dest, commits, incremental=last is not None)
-    return describe_export(dest, commits, waiting, last, fast_forward(dest) if commits else "")
+    left_out = import_commits(root, dest, commits, incremental=last is not None) if commits else set()
+    note = (fast_forward(dest) if commits else "") + (f"; {len(left_out)} file(s) left out, their names outside the "
+                                                      f"allow-list (such as {sorted(left_out)[0]})" if left_out else "")
+    return describe_export(dest, commits, waiting, last, note)
 
 
 def check_destination(root, dest):
@@ -109,14 +112,18 @@ def plan_commits(sections, snapshots, last):
 
 
 def import_commits(root, dest, commits, incremental):
-    """Stream the commits to `git fast-import`: each content once, each tree as the change from the last."""
-    marks, files = {}, None  # sha256 of a content -> its mark; the files of the commit before
+    """Stream the commits to `git fast-import`: each content once, each tree as the change from the last. A name
+    outside the allow-list (names.py), which a snapshot of an older keeper may hold (a .git file: git would refuse
+    to check the branch out), is left out; returns those left out."""
+    marks, files, left_out = {}, None, set()  # sha256 of a content -> its mark; the files of the commit before
     with tempfile.TemporaryFile() as errors:
         process = subprocess.Popen(["git", "-C", str(dest), "fast-import", "--quiet", "--done"],
                                    stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=errors)
         try:
             for n, (entry, told) in enumerate(commits):
                 now = Reader(root).files_of(entry)
+                left_out |= {printable(rel) for rel in now if refusal(rel)}
+                now = {rel: sha for rel, sha in now.items() if not refusal(rel)}
                 write_blobs(root, process.stdin, now, files or {}, marks)
                 process.stdin.write(commit_command(entry, told, incremental and n == 0))
                 process.stdin.write(tree_changes(now, files, marks))
@@ -128,6 +135,7 @@ def import_commits(root, dest, commits, incremental):
         if process.wait():
             errors.seek(0)
             raise ValueError(f"git fast-import failed in {dest}: {one_line(errors.read())}")
+    return left_out
 
 
 def write_blobs(root, stream, now, before, marks):
@@ -143,8 +151,8 @@ def commit_command(entry, told, continues):
     when = (told[-1]["time"] if told else None) or read_stamp(entry["time"])
     stamp = f"{int(when.timestamp())} +0000".encode() if when else b"0 +0000"
     model = (told[-1]["model"] if told else "") or "seed"
-    author = re.sub(r"[<>\n]", "", model).encode() + f" <{EMAIL}>".encode()
-    message = commit_message(entry, told).encode()
+    author = re.sub(r"[<>]", "", printable(model)).encode() + f" <{EMAIL}>".encode()
+    message = printable(commit_message(entry, told), keep="\n").encode()  # git log shows it on a terminal
     parent = f"from {BRANCH}^0\n".encode() if continues else b""
     return (b"commit %s\nauthor %s %s\ncommitter %s %s\ndata %d\n%s\n%s" %
             (BRANCH.encode(), author, stamp, COMMITTER, stamp, len(message), message, parent))

@@ -34,7 +34,7 @@ from collections import Counter
 from datetime import timedelta
 from pathlib import Path
 
-from . import answers, door, outcomes
+from . import answers, door, outcomes, scrub
 from .answers import CHARS_PER_TOKEN, MARGIN, TOKEN_FIELDS
 from .ledger import Books, next_pacific_midnight, utc_now
 from .models import FEATURES, Models
@@ -260,7 +260,7 @@ class Gateway:
                 raise Reply(404, "NOT_FOUND", "the gateway serves only POST /v1beta/models/{model}:generateContent")
             run = self.admit(token)
             try:
-                request = answers.read_request(read_body())
+                request = answers.read_request(scrub.refuse_secrets(read_body()))
             except ValueError as error:
                 raise Reply(400, "INVALID_ARGUMENT", str(error)) from None
             return 200, self.ask(run, request)

@@ -21,6 +21,7 @@ from . import record
 from .iteration import Outcome
 from .journal import facts_of
 from .snapshots import Reader
+from .scrub import redact
 from .settings import read_stamp, write_atomically
 
 OUTCOMES = tuple(kind.value for kind in Outcome if kind is not Outcome.OTHER)  # in the rank of the record's tallies
@@ -144,7 +145,7 @@ def load_cache(root):
 
 def save_cache(root, cache):
     write_atomically(root / "backups" / "report-cache.json",
-                     json.dumps({"version": CACHE_VERSION, **cache}, separators=(",", ":")))
+                     redact(json.dumps({"version": CACHE_VERSION, **cache}, separators=(",", ":"))))
 
 
 def measure(store, entry, known, used):

@@ -24,7 +24,8 @@ from enum import Enum
 
 from . import evaluate, gate, journal, snapshots as snap, terrarium
 from .answers import CHARS_PER_TOKEN
-from .console import redact, say, show_phase
+from .console import say, show_phase
+from .scrub import redact
 from .gate import Failure, Verdict
 from .settings import (DRY_SPELL, EX_CONFIG, EX_UNAVAILABLE, FAULT_PAUSE, FULL_GATE_EVERY, NOT_YOURS, SETTLING,
                        SUSPICION, UNDER_WAY, load_json, save_json, write_atomically)
@@ -168,7 +169,7 @@ def run_iteration(number, index, timeout, memory, gateway, confinement=""):
     except KeyboardInterrupt:
         memory.interrupted = journal.account(journal.read_record(b""), gateway.close_run(plan["token"], linger=0),
                                              shown)
-        set_aside(index, start, number)
+        terrarium.set_aside(index, start, number)
         raise
     finally:
         UNDER_WAY.unlink(missing_ok=True)
@@ -456,20 +457,6 @@ def roll_back(index, start, walk, number, bad, files):
 def keep_failed(index, number, files):
     """Keep a failed change's candidate as a snapshot (its id), or None when nothing could be taken."""
     return snap.snapshot(index, "failed", number, files=files)["id"] if files is not None else None
-
-
-def set_aside(index, start, number):
-    """On Ctrl+C or after kill -9 mid-run: keep what the run wrote (in the working copy, read as the model's) as
-    a snapshot; the folder never had it."""
-    try:
-        files = terrarium.capture_work(snap.files_of(start))["files"]
-    except Untrusted:
-        files = snap.files_of(start)
-    if files != snap.files_of(start):
-        kept = snap.snapshot(index, "interrupted", number, files=files)
-        say(f"the interrupted run's changes are kept as snapshot {kept['id']} (python fallback.py --materialise "
-            f"{kept['id']} writes them out); the codebase is as it was")
-    terrarium.sync_work()
 
 
 # --- after the iteration ----------------------------------------------------------------------------

@@ -15,7 +15,8 @@ import os
 import re
 from dataclasses import dataclass
 
-from .console import describe_changes, redact
+from .console import describe_changes
+from .scrub import printable, redact
 from .settings import (LOG, LOG_BYTES, LOGS_ASIDE, LOGS_KEPT, MAX_FAILURE_TASKS, ROOT, TASK_LINES, TASKS, WORK,
                        stamp, tail_of, utc_now, write_atomically)
 from .settings import source_of  # --goal FILE: the goal.md a run is given
@@ -96,21 +97,22 @@ def write_tasks(lines, edited):
 def add_failure_task(headline, output, where, mark):
     """Record a failure as an open task, once: the same failure (same mark) again counts up in its task,
     which says how often, since when and after which snapshot it began. At most MAX_FAILURE_TASKS stay
-    open (the oldest go); a person's tasks are never touched."""
-    tail = redact(output).strip().splitlines()[-TASK_LINES:]
+    open (the oldest go); a person's tasks are never touched. What the model's code wrote is scrubbed of secrets
+    and shown without control characters (scrub.py): a person reads this file with cat."""
+    tail = printable(redact(output).strip(), keep="\n").splitlines()[-TASK_LINES:]
     lines = read_tasks()
     edited = list(lines) if TASKS.exists() else ["# Pending tasks", ""]
     found = next(((task.first, task.failure) for task in parse_tasks(lines) if not task.done and task.failure
                   and task.failure[1] == mark), None)
     if found is None:
         detail = [f"      > {line[:300]}" for line in tail if line.strip()]  # quoted: no line of it reads as a task
-        edited += [f"- [ ] {redact(headline)} [failure {mark}: 1 time since {stamp(utc_now())}, first after "
+        edited += [f"- [ ] {printable(redact(headline))} [failure {mark}: 1 time since {stamp(utc_now())}, first after "
                    f"snapshot {where}]"] + detail
     else:
         n, match = found
         count = int(match.group(2)) + 1
         ending = edited[n][len(edited[n].rstrip("\r\n")):]
-        edited[n] = (f"- [ ] {redact(headline)} [failure {mark}: {count} times since {match.group(3)}, "
+        edited[n] = (f"- [ ] {printable(redact(headline))} [failure {mark}: {count} times since {match.group(3)}, "
                      f"{match.group(4)}] This keeps happening: fix it before anything else.{ending}")
     write_tasks(lines, drop_oldest_failures(edited))
 
@@ -170,8 +172,8 @@ def start_log():
 
 
 def log_iteration(row):
-    """Append the iteration's section to iteration_log.md, rendered from its row in the record; a log past
-    SEED_LOG_MB is set aside first."""
+    """Append the iteration's section to iteration_log.md, rendered from its row in the record (secrets scrubbed,
+    control characters shown: see scrub.py); a log past SEED_LOG_MB is set aside first."""
     try:
         grown = LOG.stat().st_size > LOG_BYTES
     except FileNotFoundError:
@@ -179,7 +181,7 @@ def log_iteration(row):
     if grown:
         set_aside_log()
     with LOG.open("a", encoding="utf-8") as log:
-        log.write(redact(section_of(row)))
+        log.write(printable(redact(section_of(row)), keep="\n\t"))
 
 
 def set_aside_log():

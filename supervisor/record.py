@@ -29,11 +29,11 @@ from difflib import SequenceMatcher
 from urllib.request import pathname2url
 
 from . import tallies
-from .console import redact
 from .iteration import Outcome
 from .journal import logs_set_aside
-from .settings import (KEY_SHAPES, LOG, LOGS_ASIDE, QUOTA, ROOT, STEERING, TASK_LINES, USAGE, read_stamp, source_of,
-                       stamp, tail_of, utc_now)
+from .scrub import redact
+from .settings import (LOG, LOGS_ASIDE, QUOTA, ROOT, STEERING, TASK_LINES, USAGE, read_stamp, source_of, stamp,
+                       tail_of, utc_now)
 from .terrarium import LOG_SHOWN
 
 NAME = "record.sqlite"
@@ -160,8 +160,8 @@ class Writer:
              tokens.get("output", 0), tokens.get("thinking", 0), call.get("latency"), wasted))
         tallies.after_request(self.db, cursor.lastrowid)
         if "sent" in call:
-            self.insert_exchange(cursor.lastrowid, scrub(call["sent"]), scrub(call.get("received") or b""),
-                                 scrub(call.get("cleaned") or b""))
+            self.insert_exchange(cursor.lastrowid, redact(call["sent"]), redact(call.get("received") or b""),
+                                 redact(call.get("cleaned") or b""))
 
     def insert_exchange(self, request, prompt, answer, cleaned):
         chain = self.chain if self.chain is not None else request
@@ -262,8 +262,8 @@ def steering_of(root=ROOT):
 
 
 def text_of(data):
-    """Bytes as text a JSON column keeps, byte for byte (surrogateescape), scrubbed of anything shaped like a key."""
-    return scrub(data).decode("utf-8", "surrogateescape")
+    """Bytes as text a JSON column keeps, byte for byte (surrogateescape), with the secrets scrubbed (scrub.redact)."""
+    return redact(data).decode("utf-8", "surrogateescape")
 
 
 def settings_of(timeout):
@@ -274,15 +274,6 @@ def settings_of(timeout):
 
 
 SETTING, VALUE = re.compile(r"SEED_[A-Z_]{1,40}"), re.compile(r"[\w.,:/=-]{0,80}")
-
-
-def scrub(data):
-    """The bytes without the key (or anything shaped like a Google API key)."""
-    for name in ("GEMINI_API_KEY", "OPENAI_API_KEY"):
-        secret = os.environ.get(name, "").strip().encode()
-        if len(secret) >= 8:
-            data = data.replace(secret, f"[{name}]".encode())
-    return re.sub(KEY_SHAPES.pattern.encode(), b"[GEMINI_API_KEY]", data)
 
 
 # --- compression: each prompt as the change from the one before it -------------------------------------

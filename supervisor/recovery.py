@@ -9,8 +9,8 @@ codebase put back), rows in the record that the log does not show yet. recover()
 """
 from . import journal, record as book, snapshots as snap, terrarium
 from .console import say
-from .iteration import Outcome, Result, set_aside
-from .settings import LOG, RESTORING, ROOT, SETTLING, UNDER_WAY, load_json
+from .iteration import Outcome, Result
+from .settings import LOG, ROOT, SETTLING, UNDER_WAY, load_json
 
 
 def write_iteration(row, result):
@@ -22,40 +22,44 @@ def write_iteration(row, result):
 
 
 def recover(index):
-    """Finish what a killed keeper (or a full disk) left: a child still running, a half-made snapshot, a restore
-    under way, an iteration cut short (its changes are kept, the codebase put back)."""
+    """Finish or undo what a killed keeper (or a full disk) left: a child still running, a restore or a landing under
+    way, an iteration cut short (its changes are kept, the codebase put back). Whatever it meets (a name too long,
+    a folder where a file was, an object gone from the store, a marker no keeper wrote) is said in a line and the
+    marker cleared: the next start never dies on it (snapshots.finish_restore, terrarium.finish_landing)."""
     terrarium.end_orphans()
+    snap.finish_restore(index)
     entries = {e["id"]: e for e in index["snapshots"]}
-    wanted = load_json(RESTORING).get("id")
-    if wanted in entries:
-        snap.restore(entries[wanted])
-        say(f"finished the restore of snapshot {wanted} that was under way when the last run stopped")
-    RESTORING.unlink(missing_ok=True)
-    terrarium.finish_landing()
-    settle_landing(index, load_json(SETTLING), entries)
+    settling = load_json(SETTLING)
+    terrarium.finish_landing(entries.get(settling.get("start")))
+    settle_landing(index, settling, entries)
     cut_short = load_json(UNDER_WAY)
     if cut_short.get("start") in entries:
-        set_aside(index, entries[cut_short["start"]], cut_short.get("iteration", 0))
+        number = cut_short.get("iteration") if isinstance(cut_short.get("iteration"), int) else 0
+        terrarium.set_aside(index, entries[cut_short["start"]], number)
         killed = Result(Outcome.STOPPED, "the keeper was killed during this iteration", start=cut_short["start"])
-        write_iteration(book.row_of(cut_short.get("iteration", 0), killed, 0.0), killed)
+        write_iteration(book.row_of(number, killed, 0.0), killed)
     UNDER_WAY.unlink(missing_ok=True)
     catch_up_log()
 
 
 def settle_landing(index, settling, entries):
-    """A landing whose row a killed keeper did not write: the folder has it (finish_landing saw to that), so its
-    snapshot is taken and its row written; or it never began, and the row says the iteration was stopped."""
-    start = entries.get(settling.get("start"))
-    if start and not book.has_row(ROOT, settling.get("iteration")):
-        after = snap.snapshot(index, "landed", settling["iteration"])
-        changes = snap.changes_since(start) if after["id"] != start["id"] else []
+    """A landing whose row a killed keeper did not write: the folder has it (finished or undone), so its snapshot is
+    taken and its row written; or it never began, and the row says the iteration was stopped."""
+    start, number = entries.get(settling.get("start")), settling.get("iteration")
+    if start and isinstance(number, int) and not book.has_row(ROOT, number):
+        after = snap.snapshot(index, "landed", number)
+        try:
+            changes = snap.changes_since(start) if after["id"] != start["id"] else []
+        except (FileNotFoundError, ValueError):  # the start's snapshot is damaged: what the landing changed is unknown
+            changes = []
+            say(f"snapshot {start['id']} is damaged: iteration {number}'s landing is kept as snapshot {after['id']}")
         if changes:
             result = Result(Outcome.LANDED, f"{len(changes)} file(s) changed", "the keeper was killed as it landed; "
                             "the landing was finished at the next start", start=start["id"], after=after["id"],
                             changes=changes, landed=len(changes))
         else:
             result = Result(Outcome.STOPPED, "the keeper was killed during this iteration", start=start["id"])
-        write_iteration(book.row_of(settling["iteration"], result, 0.0), result)
+        write_iteration(book.row_of(number, result, 0.0), result)
     SETTLING.unlink(missing_ok=True)
 
 

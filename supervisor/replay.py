@@ -18,7 +18,7 @@ from collections import deque
 from pathlib import Path
 
 from . import record
-from .console import redact
+from .scrub import redact
 from .journal import LOG_HEAD, section_of
 from .openai_compatible import as_gemini
 from .outcomes import TAPE, Kind, Outcome

@@ -19,6 +19,7 @@ from . import history, journal, record
 from .history import OUTCOMES
 from .ledger import reached
 from .models import Models
+from .scrub import redact
 from .settings import NAMED, write_atomically
 
 # --- settings ---------------------------------------------------------------------------------
@@ -41,7 +42,7 @@ def write_report(root, quotas=None, live=False):
     run = history.read(root, FULL_CARDS, FULL_CARDS + OLDER_ROWS, STRIP_MOST, diffs=FULL_CARDS)
     quotas = daily_quotas(root, {model for models in run.ledger.values() for model in models}) if quotas is None \
         else quotas
-    write_atomically(root / "report.html", render_page(run, quotas, live))
+    write_atomically(root / "report.html", redact(render_page(run, quotas, live)))
     return root / "report.html"
 
 

@@ -19,8 +19,9 @@ The threat is code from a model that optimises for its tests passing: careless, 
 determined attacker with kernel exploits. What confines it, and what each part needs of the kernel:
 - Files (Landlock, Linux 5.13+): it writes only its working copy, its private temp folder, /dev/null and
   its kin and /dev/shm, and makes no device nodes; it reads and executes only the system folders, Python and
-  its packages: not the user's folder (.env, backups/), the home, the disks in /dev, nor another process's
-  environment or memory. truncate(2) needs ABI 3 (6.2), TCP rules ABI 4 (6.7), signal and abstract UNIX
+  its packages, and of /etc what Python, TLS and name lookup read (ETC_LINUX; not /etc/shadow, even as root):
+  not the user's folder (.env, backups/), the home, the disks in /dev, nor another process's environment or
+  memory. truncate(2) needs ABI 3 (6.2), TCP rules ABI 4 (6.7), signal and abstract UNIX
   socket scoping ABI 6 (6.12); ABI 1 refuses moving a file to another folder.
 - Processes (a user namespace, then a PID namespace, Linux 3.8+, where unprivileged user namespaces are
   allowed: not on Ubuntu 24.04's default AppArmor, nor in most containers): the run's first process is PID 2
@@ -40,13 +41,15 @@ determined attacker with kernel exploits. What confines it, and what each part n
 - /dev/shm (the mount namespace): a private tmpfs of SEED_SHM_MB; gone when the run ends. /run, /var/run and
   /tmp/.X11-unix are covered by empty read-only tmpfs, hiding the UNIX sockets of D-Bus, systemd, docker
   and X11. Landlock keeps applying inside, nested after the namespaces are set up.
+- UNIX sockets (seccomp, x86_64 and aarch64): the seed makes none (socket(AF_UNIX) refused; socketpair works),
+  so it reaches no pathname socket of the user's anywhere; see refuse_unix_sockets. The gate's tests keep them:
+  multiprocessing's managers and forkserver (3.14's default start method) make them.
 - The environment (terrarium.clean_env): an allow-list, never the user's shell variables.
-Still open with all of the above: pathname UNIX sockets at a path the code can guess outside /run (say
-~/.docker/run/docker.sock): Landlock ABI 9 would refuse them, not used here; seccomp cannot see the path
-connect() is given, and refusing AF_UNIX sockets outright would break multiprocessing (Codex CLI's seccomp
-filter lets them through too). Learning that a path exists, its size and times (stat is not checked);
-reading the world-readable files of /etc and /sys; CPU, memory and disk beyond the rlimits; the kernel's own
-bugs. Refusals are not sent to the audit log (ABI 7 could): a model that keeps trying would flood it.
+Still open with all of the above: for the gate, pathname UNIX sockets at a path the code can guess outside
+/run (say ~/.docker/run/docker.sock): seccomp cannot see the path connect() is given, and Landlock ABI 9's
+RESOLVE_UNIX, which would refuse them, is not used: no kernel here offers it to test it. Learning that a path
+exists, its size and times (stat is not checked); reading the world-readable files of /sys; CPU, memory and
+disk beyond the rlimits; the kernel's own bugs. Refusals are not sent to the audit log (ABI 7 could): a model that keeps trying would flood it.
 
 Without namespaces (refused by the kernel, or SEED_NAMESPACES=0; macOS): the keeper is the child subreaper
 of its runs (Linux 3.4+), so every orphan a run leaves becomes its child, and after each run it stops, then
@@ -83,10 +86,19 @@ import time
 from collections import namedtuple
 
 # --- settings ---------------------------------------------------------------------------------
-SYSTEM_LINUX = ["/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/opt", "/proc", "/sys",
+SYSTEM_LINUX = ["/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/opt", "/proc", "/sys",
                 "/dev/random", "/dev/urandom"]  # read and execute; not all of /dev: raw disks, as root
-SYSTEM_MACOS = ["/usr", "/bin", "/sbin", "/System", "/Library", "/opt", "/private/etc", "/private/var/db",
-                "/dev/random", "/dev/urandom"]
+ETC_LINUX = ["/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/ld.so.preload",  # the dynamic linker
+             "/etc/nsswitch.conf", "/etc/hosts", "/etc/host.conf", "/etc/resolv.conf", "/etc/gai.conf",  # name lookup
+             "/etc/services", "/etc/protocols", "/etc/networks", "/etc/passwd", "/etc/group",
+             "/etc/ssl", "/etc/pki", "/etc/ca-certificates", "/etc/crypto-policies", "/etc/gnutls",  # TLS
+             "/etc/localtime", "/etc/timezone", "/etc/locale.alias", "/etc/mime.types", "/etc/os-release",  # Python
+             "/etc/python3", "/etc/alternatives"]  # and /etc/python3.N: what a run reads of /etc; never all of it
+# (/etc/shadow and /etc/gshadow to root, the machine's id, other programs' settings)
+SYSTEM_MACOS = ["/usr", "/bin", "/sbin", "/System", "/Library", "/opt", "/private/var/db", "/dev/random",
+                "/dev/urandom"]
+ETC_MACOS = ["/private/etc/ssl", "/private/etc/hosts", "/private/etc/resolv.conf", "/private/etc/services",
+             "/private/etc/protocols", "/private/etc/passwd", "/private/etc/group", "/private/etc/localtime"]
 DEVICES = ["/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/shm"]  # written like files
 SANDBOX_EXEC = "/usr/bin/sandbox-exec"
 EX_CONFIG = 78          # as fallback.py's exit code for a setup the user must fix
@@ -120,6 +132,15 @@ SHM = "/dev/shm"
 HIDDEN = ["/run", "/var/run", "/tmp/.X11-unix", "/tmp/.ICE-unix", "/tmp/tmux-*", "/tmp/ssh-*", "/tmp/emacs*",
           "/tmp/screens"]  # where well-known UNIX sockets live: D-Bus, docker, X11, systemd, tmux, ssh-agent, emacs
 
+# seccomp, from linux/seccomp.h, filter.h and audit.h: a filter refusing the seed UNIX sockets of its own.
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+SECCOMP_ALLOW, SECCOMP_ERRNO = 0x7FFF0000, 0x00050000
+LOAD_WORD, JUMP_EQUAL, JUMP_GREATER, JUMP_AT_LEAST, RETURN = 0x20, 0x15, 0x25, 0x35, 0x06  # BPF_LD|W|ABS,
+# BPF_JMP|JEQ|K, JGT|K, JGE|K, BPF_RET|K
+X32_BIT = 0x40000000    # x32's system calls, on x86_64
+IO_URING = (425, 426, 427)  # io_uring_setup, _enter, _register: the same numbers on both machines below
+SECCOMP_MACHINES = {"x86_64": (0xC000003E, 41), "aarch64": (0xC00000B7, 198)}  # AUDIT_ARCH_*, socket(2)'s number
+
 Support = namedtuple("Support", "confined abi text")  # probe()'s answer; abi is 0 without Landlock
 LIBC = ctypes.CDLL(None, use_errno=True)
 
@@ -138,6 +159,10 @@ class NetPortAttr(ctypes.Structure):
     _fields_ = [("allowed_access", ctypes.c_uint64), ("port", ctypes.c_uint64)]
 
 
+class SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
 # --- the policy -------------------------------------------------------------------------------
 def policy_for(workdir, temp, gateway_port, limits, own_servers=False, require=False, isolate=False,
                processes=300, shm=64 << 20):
@@ -145,14 +170,16 @@ def policy_for(workdir, temp, gateway_port, limits, own_servers=False, require=F
 
     write: folders (or files) it may change; read: folders it may read and execute; connect: TCP
     ports it may reach; own_servers: whether it may run loopback servers of its own (the gate's
-    tests may; the seed needs none); temp: its TMPDIR; limits: rlimits, as fallback.py's LIMITS;
-    require: refuse to run it unconfined; isolate: give it namespaces of its own (see isolation());
-    processes: how many it may run at once; shm: the bytes it may keep in /dev/shm."""
-    system = SYSTEM_MACOS if sys.platform == "darwin" else SYSTEM_LINUX
+    tests may; the seed needs none), and make UNIX sockets (multiprocessing's managers and forkserver do;
+    the seed, refused them, cannot reach the person's pathname sockets); temp: its TMPDIR; limits: rlimits,
+    as fallback.py's LIMITS; require: refuse to run it unconfined; isolate: give it namespaces of its own (see
+    isolation()); processes: how many it may run at once; shm: the bytes it may keep in /dev/shm."""
+    system = SYSTEM_MACOS + ETC_MACOS if sys.platform == "darwin" else \
+        SYSTEM_LINUX + ETC_LINUX + glob.glob("/etc/python3.*")
     return {"write": [str(workdir), str(temp), *DEVICES], "read": [*system, *python_folders()],
             "connect": [gateway_port] if gateway_port else [], "own_servers": own_servers, "scope_signals": True,
-            "temp": str(temp), "limits": limits, "require": require, "isolate": isolate, "processes": processes,
-            "shm": shm}
+            "unix_sockets": own_servers, "temp": str(temp), "limits": limits, "require": require, "isolate": isolate,
+            "processes": processes, "shm": shm}
 
 
 def python_folders():
@@ -302,6 +329,8 @@ def confine(policy, argv, support, isolated=False):
         LIBC.prctl(PR_SET_SECUREBITS, SECBIT_NOROOT, 0, 0, 0)  # where allowed (CAP_SETPCAP)
     if support.confined:
         restrict_self(policy, min(support.abi, KNOWN_ABI), isolated)
+    if not policy["unix_sockets"]:
+        refuse_unix_sockets()
     return argv
 
 
@@ -607,6 +636,41 @@ def ephemeral_ports():
     except (OSError, ValueError):
         low, high = 32768, 60999  # Linux's default
     return range(low, high + 1)
+
+
+# --- seccomp: no UNIX socket of its own for the seed --------------------------------------------
+def refuse_unix_sockets():
+    """Install a seccomp filter on this process and all it starts: socket(AF_UNIX, ...) fails with EPERM, so no
+    pathname UNIX socket of the person's (an agent's, docker's, a database's) can be connected to, wherever it
+    is; socketpair() still works (it names no path). Refused too: the system calls of any other ABI than this
+    machine's own (i386's socketcall on x86_64, x32), and io_uring, which makes sockets without socket(2). A
+    machine whose numbers are not known here gets no filter (a line on stderr says so)."""
+    numbers = SECCOMP_MACHINES.get(os.uname().machine)
+    if numbers is None:
+        print(f"sandbox: no seccomp filter on {os.uname().machine}: UNIX sockets stay open", file=sys.stderr)
+        return
+    program = unix_socket_filter(*numbers)
+    code = (ctypes.c_ubyte * len(program)).from_buffer_copy(program)
+    fprog = SockFprog(len(program) // 8, ctypes.cast(code, ctypes.c_void_p))
+    if LIBC.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0):
+        raise OSError(ctypes.get_errno(), f"prctl(PR_SET_SECCOMP): {os.strerror(ctypes.get_errno())}")
+
+
+def unix_socket_filter(arch, socket_number):
+    """The classic BPF program of refuse_unix_sockets, as bytes (a struct sock_filter each step)."""
+    domain, allow, refuse = 7, 9, 10  # where the steps below jump to (a jump counts from the step after it)
+    steps = [(LOAD_WORD, 0, 0, 4),                                  # 0: the system call's ABI
+             (JUMP_EQUAL, 0, refuse - 2, arch),                     # 1: another ABI: refused
+             (LOAD_WORD, 0, 0, 0),                                  # 2: the system call's number
+             (JUMP_AT_LEAST, refuse - 4, 0, X32_BIT),               # 3: x32's numbers: refused
+             (JUMP_EQUAL, domain - 5, 0, socket_number),            # 4: socket(2): look at its domain
+             (JUMP_AT_LEAST, 0, allow - 6, IO_URING[0]),            # 5: below io_uring's calls: allowed
+             (JUMP_GREATER, allow - 7, refuse - 7, IO_URING[-1]),   # 6: io_uring's calls: refused
+             (LOAD_WORD, 0, 0, 16),                                 # 7: socket's first argument (its low half)
+             (JUMP_EQUAL, refuse - 9, allow - 9, socket.AF_UNIX),   # 8: AF_UNIX: refused
+             (RETURN, 0, 0, SECCOMP_ALLOW),                         # 9
+             (RETURN, 0, 0, SECCOMP_ERRNO | errno.EPERM)]           # 10
+    return b"".join(struct.pack("<HBBI", *step) for step in steps)
 
 
 # --- macOS ------------------------------------------------------------------------------------

@@ -67,7 +67,7 @@ KNOWN = {  # every setting the keeper reads (a test holds this list to the code)
     "SEED_KEEP_DAILY_DAYS", "SEED_KEEP_LANDED_DAYS", "SEED_LANDING_FILES", "SEED_LANDING_MB", "SEED_LOG_MB",
     "SEED_MEMORY_MB", "SEED_NAMESPACES", "SEED_OPEN_FILES", "SEED_PARALLEL_FROM", "SEED_PROCESSES",
     "SEED_PROMPT_TOKENS", "SEED_RATCHET", "SEED_REPLAY", "SEED_REPLAY_FROM", "SEED_REQUESTS_PER_RUN", "SEED_SANDBOX",
-    "SEED_SCORE_TOLERANCE", "SEED_SHM_MB", "SEED_WORK_FILES", "SEED_WORK_MB"}
+    "SEED_SCORE_TOLERANCE", "SEED_SHM_MB", "SEED_WORK_FILES", "SEED_WORK_MB", "SEED_DOT_NAMES", "SEED_SECRETS"}
 OURS = ("GEMINI_", "OPENAI_", "SEED_", "BACKUPS_")  # the prefixes of the keeper's settings
 WRITTEN = set()  # the names .env sets
 
@@ -173,6 +173,23 @@ OUTPUT_TAIL = 64_000    # bytes of a child's output kept; the rest is read and d
 TASK_LINES = 12         # lines of output copied into a failure task
 EX_UNAVAILABLE, EX_CONFIG = 75, 78
 KEY_SHAPES = re.compile(r"AIza[0-9A-Za-z_\-]{35}|AQ\.[0-9A-Za-z_\-.]{16,}")  # Google API keys, old and new
+SECRET_NAMES = set(os.environ.get("SEED_SECRETS", "").replace(",", " ").split())  # .env settings whose values are
+# secrets besides those whose names hold KEY, TOKEN, SECRET or PASSWORD (see scrub.py)
+
+
+def dot_names(text):
+    """The names starting with "." that SEED_DOT_NAMES lets be the codebase's (say .gitignore), at any depth; never
+    git's own folder, .env and its kin, nor the keeper's .seed, whatever it says (each such name is a problem)."""
+    names = set(text.replace(",", " ").split())
+    wrong = sorted(name for name in names if not re.fullmatch(r"\.[^/\\]+", name) or name in (".", "..") or
+                   name.rstrip(". ").casefold() in (".git", ".seed") or name.casefold().startswith(".env"))
+    if wrong:
+        PROBLEMS.append(f"SEED_DOT_NAMES holds {', '.join(map(repr, wrong))}: it names files or folders that start "
+                        "with \".\" (such as .gitignore), one name each; never .git, .env or .seed")
+    return frozenset(names - set(wrong))
+
+
+DOT_NAMES = dot_names(os.environ.get("SEED_DOT_NAMES", ""))
 
 
 def source_of(rel):
@@ -181,10 +198,11 @@ def source_of(rel):
 
 
 def write_atomically(path, data):
-    """Write a file whole or not at all: a temporary file under a fresh name (made with O_EXCL, so nothing left
-    under that name is written through), then os.replace."""
+    """Write a file whole or not at all: a temporary file under a fresh name of its own length (made with O_EXCL, so
+    nothing left under that name is written through), then os.replace."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    temporary = path.with_name(f".{secrets.token_hex(8)}.tmp")  # never longer for a longer name: a name the
+    # folder can hold, the keeper can write
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     try:
         with os.fdopen(fd, "wb") as file:

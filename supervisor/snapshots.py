@@ -19,26 +19,27 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from .console import say
-from .untrusted import Untrusted, plain_text
+from .names import refusal
+from .untrusted import Untrusted
 from .settings import (BACKUPS, BACKUPS_BYTES, GUARDED, INDEX, KEEP_DAILY_DAYS, KEEP_GOOD, KEEP_LANDED_DAYS,
-                       KEEP_LAST, NOT_CODE, OBJECTS, RESTORING, ROOT,
-                       STEERING, stamp, utc_now, write_atomically)
+                       KEEP_LAST, NOT_CODE, OBJECTS, RESTORING, ROOT, STEERING, load_json, stamp, utc_now,
+                       write_atomically)
 
 
 def codebase_files(root=ROOT):
     """(path, DirEntry) of each file of the codebase in root (the folder, or the working copy): all but the
-    keeper's and the person's files and folders, and any name that starts with "." (.env, .git and the like)."""
+    keeper's and the person's files and folders, and any name outside the allow-list (names.py: .env and its
+    copies, .git, any name that starts with ".", Finder's "Icon\r"): never judged, never landed."""
     skip, cut, folders = {p.casefold() for p in GUARDED + STEERING}, len(str(root)) + 1, [str(root)]
     while folders:
         with os.scandir(folders.pop()) as entries:
             for entry in entries:
-                if entry.name.startswith("."):
+                if refusal(entry.path[cut:]):
                     continue
                 if entry.is_dir(follow_symlinks=False):  # a symlink is neither a folder nor a file here
                     if entry.name.casefold() not in NOT_CODE and not os.path.exists(entry.path + "/pyvenv.cfg"):
                         folders.append(entry.path)
-                elif entry.is_file(follow_symlinks=False) and entry.path[cut:].casefold() not in skip \
-                        and plain_text(entry.name):  # Finder's "Icon\r" and the like: not code, never judged
+                elif entry.is_file(follow_symlinks=False) and entry.path[cut:].casefold() not in skip:
                     yield entry.path[cut:], entry  # POSIX only, so the separator is already "/"
 
 
@@ -78,11 +79,19 @@ def changes_since(entry, root=ROOT):
     now, then = manifest(root), files_of(entry)
     found = []
     for rel in sorted({rel for rel, _ in now.items() ^ then.items()}):
-        old = object_path(then[rel]).read_text("utf-8", "replace") if rel in then else ""
+        old = text_of(then[rel]) if rel in then else ""
         new = (root / rel).read_text("utf-8", "replace") if rel in now else ""
         kind = "new" if rel not in then else "deleted" if rel not in now else "changed"
         found.append((rel, kind, *line_changes(old, new)))
     return found
+
+
+def text_of(sha):
+    """An object's text ("" when the store lost it: a count of lines is not worth a stop)."""
+    try:
+        return object_path(sha).read_text("utf-8", "replace")
+    except FileNotFoundError:
+        return ""
 
 
 def edited_since(entry, paths):
@@ -295,17 +304,43 @@ def snapshot(index, kind, iteration, root=ROOT, files=None):
 
 
 def restore(entry):
-    """Make the codebase what the snapshot holds; resumable (RESTORING marks one under way)."""
+    """Make the codebase what the snapshot holds; resumable (RESTORING marks one under way). Returns the paths it
+    could not write ([(path, why)]: a name outside the allow-list, a content gone from the store, something of the
+    person's in the way), each left as the folder holds it."""
     write_atomically(RESTORING, json.dumps({"id": entry["id"]}))
     wanted, current = files_of(entry), manifest()
     for rel in current:
         if rel not in wanted:
             (ROOT / rel).unlink()
             remove_empty_parents(ROOT / rel)
+    failed = []
     for rel, sha in wanted.items():
-        if current.get(rel) != sha and stays_inside(rel):
-            write_atomically(ROOT / rel, object_path(sha).read_bytes())
+        if current.get(rel) != sha:
+            why = refusal(rel) or (None if stays_inside(rel) else f"{rel}: a symlink in the folder leads out of it")
+            try:
+                if why is None:
+                    write_atomically(ROOT / rel, object_path(sha).read_bytes())
+            except (FileNotFoundError, NotADirectoryError, IsADirectoryError, FileExistsError) as error:
+                why = f"{rel}: {error.strerror}"
+            failed += [(rel, why)] if why else []
     RESTORING.unlink()
+    return failed
+
+
+def finish_restore(index):
+    """Finish a restore a killed keeper left half done; one whose snapshot is gone or damaged is given up, said in a
+    line (the folder then holds what it wrote)."""
+    wanted = load_json(RESTORING).get("id")
+    entry = next((e for e in index["snapshots"] if e["id"] == wanted), None)
+    if entry:
+        try:
+            failed = restore(entry)
+            say(f"finished the restore of snapshot {wanted} that was under way when the last run stopped"
+                + (f" ({len(failed)} file(s) could not be written: {failed[0][1]})" if failed else ""))
+        except (FileNotFoundError, ValueError):
+            say(f"the restore of snapshot {wanted} under way when the last run stopped was given up: the snapshot is "
+                "damaged (part of it is gone from backups/)")
+    RESTORING.unlink(missing_ok=True)
 
 
 def stays_inside(rel):
@@ -470,9 +505,9 @@ def is_sha(text):
 
 
 def is_codebase(rel):
-    """Whether a relative path names a file of a codebase: plain text, no part empty, "." or starting with ".", no
-    folder the keeper's or a cache, not the keeper's or the person's file."""
+    """Whether a relative path names a file of a codebase: within the allow-list of names (names.refusal), no part
+    empty, no folder the keeper's or a cache, not the keeper's or the person's file."""
     parts = rel.split("/") if isinstance(rel, str) else [""]
-    return plain_text(rel) and all(part and not part.startswith(".") for part in parts) and \
+    return all(parts) and not refusal(rel) and \
         not any(part.casefold() in NOT_CODE for part in parts[:-1]) and \
         rel.casefold() not in {p.casefold() for p in GUARDED + STEERING}

@@ -10,7 +10,7 @@ import sys
 from datetime import datetime, timezone
 
 from . import backends, journal, record
-from .console import printable
+from .scrub import printable
 from .ledger import pacific_day, reached
 from .settings import BACKUPS, INDEX, QUOTA, ROOT, load_json
 from .snapshots import current, load_index, retention, run_worked

@@ -14,6 +14,7 @@ subreaper); a marker names its group, so a killed supervisor's is ended at the n
 only when a change lands: `land` copies the changed files in, crash-safely (backups/landing.json lists them
 first; a start after kill -9 finishes the landing).
 """
+import errno
 import hashlib
 import json
 import os
@@ -26,11 +27,13 @@ import threading
 import time
 from collections import deque
 
-from . import sandbox, untrusted
+from . import sandbox, snapshots as snap, untrusted
 from .console import say
+from .names import refusal
 from .settings import (CONTRACT, GUARDED, JUDGED, LANDING, LANDING_BYTES, LANDING_FILES, LIMITS, LOG, NAMESPACES,
-                       NOT_CODE, OUTPUT_TAIL, PROCESSES, ROOT, RUNNING, SANDBOX_REQUIRED, SCRATCH, SHM_BYTES, STEERING,
-                       TEST_SUPPORT, WORK, WORK_BYTES, WORK_FILES, load_json, source_of, tail_of, write_atomically)
+                       NOT_CODE, OUTPUT_TAIL, PROCESSES, ROOT, RUNNING, SANDBOX_REQUIRED, SCRATCH, SHM_BYTES,
+                       STEERING, TEST_SUPPORT, WORK, WORK_BYTES, WORK_FILES, load_json, source_of, tail_of,
+                       write_atomically)
 from .snapshots import (folders_above, has_object, line_changes, manifest, object_path, remove_empty_parents,
                         stays_inside, store_object)
 from .untrusted import Untrusted
@@ -39,6 +42,11 @@ PROVIDED = STEERING  # read by the seed
 KEEPER_FILES = {rel.casefold() for rel in [*GUARDED, *STEERING]}  # never the codebase's, by any case
 LOG_SHOWN = 65_536  # bytes of the end of iteration_log.md the working copy holds (the seed shows less)
 RECORD, RECORD_BYTES = ".seed/record.json", 1 << 20  # what the seed says it did, and the most of it read
+UNCAPTURED = {"__pycache__", ".pytest_cache"}  # caches a run leaves, at any depth: never captured, never its failure
+IN_THE_WAY = {errno.ENOTDIR, errno.EISDIR, errno.EEXIST, errno.ENOTEMPTY}  # something of the person's stands there
+LASTING = IN_THE_WAY | {errno.ENOENT, errno.ENAMETOOLONG, errno.ELOOP}  # what writing a path of a landing can meet
+# that trying again never mends (anything else is the machine's: a full disk, a folder made read-only; the landing
+# is then finished when it can be)
 KEEPER_FILE_BYTES = 16 << 20  # the most of a keeper's file in the working copy read, to tell whether a run wrote it
 provided = {}       # rel -> sha256 of what the working copy was given to read, to tell a run's writes from it
 fingerprints = {}   # (tree, rel) -> (size, mtime, ctime, inode), sha256: what need not be read again
@@ -101,14 +109,19 @@ def capture_work(start):
 
 
 def not_codebase(rel, folder, keepers):
-    """Whether the capture leaves rel out: the keeper's and the person's folders and files, by any case, names that
-    start with ".", and caches (noting in `keepers` the ones a run may have written)."""
-    folded, name = rel.casefold(), rel.rsplit("/", 1)[-1].casefold()
-    if name.startswith(".") or folder and (name in NOT_CODE or untrusted.holds_file(WORK, f"{rel}/pyvenv.cfg")):
-        if "/" not in rel and name not in {".seed", "__pycache__", ".pytest_cache"}:
-            keepers.append(f"{rel}/" if folder else rel)
+    """Whether the capture leaves rel out: the caches a run leaves and the seed's own .seed/ (its record), the
+    keeper's and the person's folders and files by any case (noting in `keepers` those a run may have written),
+    and virtual environments. Untrusted, the code's failure, for a name outside the allow-list (names.py)."""
+    name = rel.rsplit("/", 1)[-1]
+    if folder and (name in UNCAPTURED or rel == ".seed"):
         return True
-    if not folder and folded in KEEPER_FILES:
+    if why := refusal(rel):
+        raise Untrusted(why)
+    if folder and (name.casefold() in NOT_CODE or untrusted.holds_file(WORK, f"{rel}/pyvenv.cfg")):
+        if "/" not in rel:
+            keepers.append(f"{rel}/")
+        return True
+    if not folder and rel.casefold() in KEEPER_FILES:
         keepers.append(rel)
         return True
     return False
@@ -188,37 +201,101 @@ def land(changes, files):
     outside = [rel for rel, *_ in changes if not stays_inside(rel)]
     plan = {rel: files.get(rel) for rel, *_ in changes if rel not in outside}
     write_atomically(LANDING, json.dumps(plan))
-    outside += apply_landing(plan)
+    outside += [rel for rel, _, _ in apply_landing(plan)]
     LANDING.unlink()
     return {rel: sha for rel, sha in plan.items() if rel not in outside}, outside
 
 
 def apply_landing(plan):
-    """Deletions first, the deepest first (a folder that becomes a file is emptied before the file is written);
-    returns the paths not written because something of the person's that is not a file stands in the way."""
-    in_the_way = []
+    """Write the plan into the folder, deletions first and the deepest first (a folder that becomes a file is
+    emptied before the file is written), each name checked against the allow-list again. [(path, why, whether
+    something of the person's stands in the way)] of those not written: a symlink out of the folder or what is not
+    a file (in the way), a name outside the allow-list, a content gone from the store. A fault of the machine (a
+    full disk) is raised."""
+    failed = []
     for rel, sha in sorted(plan.items(), key=lambda item: (item[1] is not None, -item[0].count("/"))):
-        if not stays_inside(rel):  # a plan written by hand, or a symlink made since
-            continue
-        if sha is None:
-            if (ROOT / rel).is_file() or (ROOT / rel).is_symlink():
-                (ROOT / rel).unlink()
-            remove_empty_parents(ROOT / rel)
-            continue
+        in_the_way = not stays_inside(rel)
+        why = refusal(rel) or (f"{rel}: a symlink in the folder leads out of it" if in_the_way else None)
         try:
-            write_atomically(ROOT / rel, object_path(sha).read_bytes())
-        except (IsADirectoryError, NotADirectoryError, FileExistsError):
-            in_the_way.append(rel)
-    return in_the_way
+            if why is None:
+                write_or_delete(rel, sha)
+        except OSError as error:
+            if error.errno not in LASTING:
+                raise
+            why, in_the_way = f"{rel}: {error.strerror}", error.errno in IN_THE_WAY
+        if why:
+            failed.append((rel, why, in_the_way))
+    return failed
 
 
-def finish_landing():
-    """Finish a landing a killed supervisor left half done (every write in it is idempotent)."""
-    plan = load_json(LANDING)
-    if plan:
-        apply_landing(plan)
+def write_or_delete(rel, sha):
+    """Make the folder's path rel hold the object sha, or nothing (None)."""
+    if sha is not None:
+        write_atomically(ROOT / rel, object_path(sha).read_bytes())
+        return
+    if (ROOT / rel).is_file() or (ROOT / rel).is_symlink():
+        (ROOT / rel).unlink()
+    remove_empty_parents(ROOT / rel)
+
+
+# --- recovery: what a killed keeper left, finished or undone (recovery.py calls these) -------
+def finish_landing(start):
+    """Finish the landing a killed keeper left (every write in it is idempotent; a path where something of the
+    person's stands is left out, as landing does); where a path of it can no longer be written, undo the whole
+    landing, putting back what `start` (the snapshot it began from) held at each path it wrote, so the folder never
+    holds half of a change."""
+    plan, dropped = plan_of(load_json(LANDING))
+    if dropped:
+        say(f"backups/landing.json held {dropped} entries no keeper writes; they were left out")
+    failed = apply_landing(plan) if plan else []
+    broken = [why for _, why, in_the_way in failed if not in_the_way]
+    if broken:
+        undone = undo_landing({rel: sha for rel, sha in plan.items() if rel not in {f[0] for f in failed}}, start)
+        say(f"the landing under way when the last run stopped could not be finished ({broken[0]}"
+            f"{f' and {len(broken) - 1} more' if len(broken) > 1 else ''}): "
+            + ("it was undone" if undone else "it could not be undone either (its snapshot is gone): the folder "
+               "holds what could be written"))
+    elif plan:
         say(f"finished the landing of {len(plan)} file(s) that was under way when the last run stopped")
     LANDING.unlink(missing_ok=True)
+
+
+def plan_of(value):
+    """(the plan {path: 64-hex sha256 or None} in a landing.json, how many entries were not such)."""
+    plan = {rel: sha for rel, sha in value.items() if isinstance(rel, str) and (sha is None or isinstance(sha, str)
+                                                                              and len(sha) == 64 and is_hex(sha))}
+    return plan, len(value) - len(plan)
+
+
+def is_hex(text):
+    return all(c in "0123456789abcdef" for c in text)
+
+
+def undo_landing(written, start):
+    """Put back what the snapshot `start` held at each path the landing wrote; whether it could be."""
+    if not written:
+        return True
+    try:
+        held = snap.files_of(start) if start else None
+    except (FileNotFoundError, ValueError):  # its snapshot is damaged
+        held = None
+    return held is not None and not apply_landing({rel: held.get(rel) for rel in written})
+
+
+def set_aside(index, start, number):
+    """On Ctrl+C or after kill -9 mid-run: keep what the run wrote (in the working copy, read as the model's) as
+    a snapshot; the folder never had it. Nothing is kept when the start's snapshot is damaged (nothing to tell the
+    run's changes from) or the run left what the keeper does not take."""
+    try:
+        begun = snap.files_of(start)
+        files = capture_work(begun)["files"]
+    except (FileNotFoundError, ValueError, Untrusted):
+        begun = files = None
+    if files != begun:
+        kept = snap.snapshot(index, "interrupted", number, files=files)
+        say(f"the interrupted run's changes are kept as snapshot {kept['id']} (python fallback.py --materialise "
+            f"{kept['id']} writes them out); the codebase is as it was")
+    sync_work()
 
 
 def read_record():

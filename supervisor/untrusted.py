@@ -12,6 +12,8 @@ import shutil
 import stat
 import subprocess
 
+from .names import refusal
+
 MAX_DEPTH = 32          # folders within folders; deeper is not a codebase
 FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -23,8 +25,9 @@ class Untrusted(Exception):
 
 def scan(top, skip=lambda rel, is_folder: False, max_files=None, max_bytes=None, folders=None):
     """{path: lstat} of the regular files beneath top (relative, "/"-separated), not entering what `skip` says;
-    Untrusted on anything else (a link, a device, a FIFO, a name that is not text), or past the bounds (files
-    and folders; bytes). `folders`, when given, gets {folder: its mode} of every folder entered."""
+    Untrusted on anything else (a link, a device, a FIFO, a name that is not printable text or is too long: see
+    names.py), or past the bounds (files and folders; bytes). `folders`, when given, gets {folder: its mode} of
+    every folder entered."""
     max_files, max_bytes = max_files or 1 << 62, max_bytes or 1 << 62
     found, total, entries, pending = {}, 0, 0, [""]
     while pending:
@@ -33,7 +36,8 @@ def scan(top, skip=lambda rel, is_folder: False, max_files=None, max_bytes=None,
         try:
             for entry in os.scandir(fd):
                 rel, entries = prefix + entry.name, entries + 1
-                check_name(rel)
+                if why := refusal(rel, visible_only=False):
+                    raise Untrusted(why)
                 if entries > max_files:
                     raise Untrusted(f"more than {max_files:,} files and folders")
                 info = os.stat(entry.name, dir_fd=fd, follow_symlinks=False)
@@ -214,16 +218,6 @@ def clear(folder, name, path, keep_file=False):
         wipe(path)
     elif not (keep_file and stat.S_ISREG(info.st_mode)):
         os.unlink(name, dir_fd=folder)
-
-
-def plain_text(name):
-    """Whether a name is one the log, the page and git can carry: UTF-8 text without control characters."""
-    return not any(ord(c) < 32 or ord(c) == 127 or 0xDC80 <= ord(c) <= 0xDCFF for c in name)
-
-
-def check_name(rel):
-    if not plain_text(rel):
-        raise Untrusted(f"{rel.encode('utf-8', 'surrogateescape')!r}: a name that is not plain text")
 
 
 def kind_of(mode):

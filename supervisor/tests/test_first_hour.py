@@ -209,7 +209,7 @@ def test_status_read_by_head_exits_0(workspace, env, buffered):
 def test_control_bytes_in_the_tasks_never_reach_the_terminal(workspace, env, gemini):
     (workspace / "pending_tasks.md").write_text("# Pending tasks\n\n- [ ] clear \x1b[2J\x1b]0;owned\x07 the screen\n")
     status = run_fallback(workspace, env, "--status")
-    assert status.returncode == 0 and "  - clear ?[2J?]0;owned? the screen" in status.stdout
+    assert status.returncode == 0 and "  - clear \\x1b[2J\\x1b]0;owned\\x07 the screen" in status.stdout  # shown
     assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f]", status.stdout)
 
 

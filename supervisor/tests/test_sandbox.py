@@ -205,6 +205,48 @@ def test_an_abstract_unix_socket_outside_is_refused(place):
 
 
 # --- the launcher -----------------------------------------------------------------------------
+@landlock
+@pytest.mark.parametrize("own_servers", [False, True], ids=["the seed", "the gate"])
+def test_of_etc_it_reads_only_what_python_tls_and_name_lookup_need(place, own_servers):
+    needs = ("import grp, mimetypes, pwd, ssl, time\nssl.create_default_context().load_default_certs()\n"
+             "socket.getaddrinfo('localhost', 80)\npwd.getpwuid(os.getuid()); grp.getgrgid(os.getgid())\n"
+             "mimetypes.init(); time.localtime(); socket.getservbyname('http')")
+    policy = policy_in(place, own_servers=own_servers)
+    assert attempt(place, needs, policy) == "done"
+    unneeded = [path for path in ("/etc/shadow", "/etc/gshadow", "/etc/machine-id", "/etc/fstab") if
+                os.path.isfile(path)]
+    assert unneeded, "none of the files this test tries is on this machine"
+    for path in unneeded:  # as root, /etc/shadow too: Landlock holds whatever the file's mode
+        assert attempt(place, f"open({path!r}).read()", policy) == "EACCES", path
+    shadow = "/proc/self/root/etc/shadow"  # another way to the same file...
+    assert attempt(place, f"open({shadow!r}).read()", policy) in ("EACCES", "ENOENT")
+    link = "os.link('/etc/shadow', 'shadow'); open('shadow').read()"  # ...and a hard link into the working copy
+    assert attempt(place, link, policy) in ("EACCES", "EXDEV", "EPERM", "ENOENT")
+
+
+@landlock
+def test_the_seed_makes_no_unix_socket_so_reaches_no_pathname_one_the_gate_does(place, tmp_path):
+    path = tmp_path / "agent.sock"  # a socket of the person's, where no hidden folder covers it
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind(str(path))
+        listener.listen()
+        connect = f"socket.socket(socket.AF_UNIX).connect({str(path)!r})"
+        assert attempt(place, connect) == "EPERM"  # the seed's policy
+        assert attempt(place, connect, policy_in(place, own_servers=True)) == "done"  # the gate's: see the docs
+    assert attempt(place, "a, b = socket.socketpair(); a.sendall(b'x'); assert b.recv(1) == b'x'") == "done"
+
+
+@pytest.mark.skipif(os.uname().machine not in sandbox.SECCOMP_MACHINES, reason="no seccomp numbers for this machine")
+def test_the_seeds_filter_refuses_io_uring_and_the_other_abis_that_could_make_a_socket(place):
+    numbers = sandbox.SECCOMP_MACHINES[os.uname().machine][1]
+    calls = {"io_uring": "libc.syscall(425, 1, None)", "x32 socket": f"libc.syscall({numbers} | 0x40000000, 1, 1, 0)",
+             "socket": f"libc.syscall({numbers}, 1, 1, 0)"}
+    for what, call in calls.items():
+        action = f"import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nif {call} < 0:\n" \
+                 "    raise OSError(ctypes.get_errno(), 'refused')"
+        assert attempt(place, action) == "EPERM", what
+
+
 def test_the_rlimits_still_apply(place):
     assert attempt(place, "bytearray(2 << 30)") == "MemoryError"
 
@@ -335,8 +377,9 @@ def test_in_namespaces_well_known_unix_sockets_are_hidden(place):
         listener.bind(str(path))
         listener.listen()
         try:
-            connect = f"socket.socket(socket.AF_UNIX).connect({str(path)!r})"
-            assert (attempt(place, connect), attempt(place, connect, isolated_in(place))) == ("done", "ENOENT")
+            connect = f"socket.socket(socket.AF_UNIX).connect({str(path)!r})"  # by the gate, which may make them
+            assert (attempt(place, connect, policy_in(place, own_servers=True)),
+                    attempt(place, connect, isolated_in(place, own_servers=True))) == ("done", "ENOENT")
         finally:
             path.unlink()
 

@@ -1,0 +1,168 @@
+"""scrub: what leaves the keeper, for a person or upstream: secrets taken out by their value, control characters shown.
+
+    redact(text or bytes)     every secret's value as [ITS NAME], and anything shaped like a Google API key: the one
+                              scrub of every file the keeper writes (the log, the tasks, the page, the record, the
+                              report's cache) and of every line it prints
+    printable(text, keep="")  every character that is not printable text shown as its escape (\\x1b, \\u202e): nothing
+                              from a model or its processes moves a terminal's cursor, sets its title or clipboard
+    refuse_secrets(body)      the body of a request for upstream, or a stop (outcomes.Reply) when it carries a secret
+                              in any encoding a prompt could carry it
+
+The secrets are the values of .env's settings whose names hold KEY, TOKEN, SECRET or PASSWORD, or that
+SEED_SECRETS names (the keeper's own SEED_ settings aside), as .env writes them and as the environment has them,
+and the keys the keeper holds (GEMINI_API_KEY, OPENAI_API_KEY) wherever they come from. A value shorter than
+MIN_SECRET characters is not one: it would match everywhere.
+"""
+import base64
+import functools
+import html
+import io
+import json
+import os
+import re
+from urllib.parse import quote
+
+from .outcomes import stopping
+from .settings import KEY_SHAPES, ROOT, SECRET_NAMES
+
+KEYS = ("GEMINI_API_KEY", "OPENAI_API_KEY")  # the keys the keeper holds, from .env or the environment
+SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD")  # a setting whose name holds one of these is a secret
+MIN_SECRET = 8  # characters; a shorter value is not scrubbed (it would match everywhere)
+
+
+# --- the secrets ----------------------------------------------------------------------------------
+def secrets():
+    """[(name, value)] of every secret, the longest value first (so a value inside another goes after it)."""
+    dotenv = ROOT / ".env"
+    try:
+        stamp = dotenv.stat().st_mtime_ns, dotenv.stat().st_size
+    except OSError:
+        stamp = None
+    written = {name: value for name, value in read_dotenv(stamp).items() if is_secret(name)}
+    named = set(written) | set(KEYS) | set(SECRET_NAMES)
+    pairs = {(name, (value or "").strip()) for name, value in written.items()}
+    pairs |= {(name, os.environ[name].strip()) for name in named if name in os.environ}
+    return sorted(((name, value) for name, value in pairs if len(value) >= MIN_SECRET), key=lambda p: (-len(p[1]), p))
+
+
+@functools.lru_cache(maxsize=4)
+def read_dotenv(stamp):
+    """.env's settings as written, as the file was at `stamp` ({} when there is none): python-dotenv's parser, the
+    lines it cannot read left out (settings.py says them, once)."""
+    from dotenv.parser import parse_stream  # checked installed by fallback.py before any part is imported
+    try:
+        text = (ROOT / ".env").read_bytes().decode("utf-8-sig") if stamp else ""
+    except (OSError, UnicodeDecodeError):
+        return {}
+    return {binding.key: binding.value for binding in parse_stream(io.StringIO(text)) if binding.key and
+            binding.value is not None and not binding.error}
+
+
+def is_secret(name):
+    """Whether a setting's value is a secret, by its name."""
+    if name.startswith("SEED_"):
+        return name in SECRET_NAMES
+    return name in KEYS or name in SECRET_NAMES or any(word in name.upper() for word in SECRET_WORDS)
+
+
+# --- the one scrub --------------------------------------------------------------------------------
+def redact(data):
+    """The text (or bytes) with every secret's value, in any form it is written to a file in, as [ITS NAME], and
+    anything shaped like a Google API key as [GEMINI_API_KEY]."""
+    as_bytes = isinstance(data, (bytes, bytearray))
+    text = bytes(data).decode("utf-8", "surrogateescape") if as_bytes else str(data)
+    for name, value in secrets():
+        for form in {value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1], html.escape(value)}:
+            text = text.replace(form, f"[{name}]")
+    text = KEY_SHAPES.sub("[GEMINI_API_KEY]", text)
+    return text.encode("utf-8", "surrogateescape") if as_bytes else text
+
+
+# --- the one sanitizer ----------------------------------------------------------------------------
+def printable(text, keep=""):
+    """The text with every character that is not printable text (str.isprintable: control characters C0, C1 and DEL,
+    format characters such as bidi overrides and zero-width joiners, line separators, bytes that are not UTF-8)
+    shown as its escape; the characters of `keep` ("\\n\\t" for output of many lines) kept as they are."""
+    if text.isprintable():
+        return text
+    if keep:
+        return re.sub(f"[^{re.escape(keep)}]+", lambda piece: printable(piece[0]), text)
+    return "".join(c if c.isprintable() else escaped(c) for c in text)
+
+
+def escaped(c):
+    """A character as Python writes it in a string: \\x1b, \\u202e, \\U000e0001; a byte that is not UTF-8 (held
+    as a surrogate) as the byte itself, \\xff."""
+    code = ord(c)
+    if 0xDC80 <= code <= 0xDCFF:
+        return f"\\x{code - 0xDC00:02x}"
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+# --- nothing secret goes upstream -----------------------------------------------------------------
+def refuse_secrets(body):
+    """The request's body, if no secret is in it in any form; else a stop (nothing is sent) naming the secret."""
+    found = secret_in(body)
+    if found:
+        name, form = found
+        raise stopping(f"the request carries the value of {name} ({form}): the gateway refused it and sent nothing. "
+                       "A file the seed reads (goal.md, pending_tasks.md or a file of the codebase) holds it: take it "
+                       "out, and change the secret if that file was ever shared")
+    return body
+
+
+def secret_in(body):
+    """(the name of a secret the body carries, in which form), or None. The body is searched as it came, and as its
+    JSON reads: its strings' values side by side, then its keys (escapes undone, a value split in two found)."""
+    text = body.decode("utf-8", "replace") if isinstance(body, (bytes, bytearray)) else str(body)
+    values, keys = strings_in(text)
+    texts = [text, "".join(values), "".join(keys)]
+    for name, value in secrets():
+        for form, encoded in forms(value):
+            if any(encoded in haystack for haystack in texts):
+                return name, form
+    return None
+
+
+def strings_in(text):
+    """([every string value], [every key]) of a JSON text, each in order; none when it is not JSON."""
+    try:
+        stack, values, keys = [json.loads(text)], [], []
+    except ValueError:
+        return [], []
+    while stack:
+        value = stack.pop()
+        if isinstance(value, str):
+            values.append(value)
+        elif isinstance(value, dict):
+            keys += value
+            stack += reversed(value.values())
+        elif isinstance(value, list):
+            stack += reversed(value)
+    return values, keys
+
+
+def forms(value):
+    """(name, text) of each encoding a prompt could carry a value in: as it is, reversed, percent-, hex- and
+    base64-encoded (the part of its base64 that does not depend on what stands beside it, at each alignment)."""
+    data = value.encode()
+    found = [("as it is", value), ("reversed", value[::-1]), ("percent-encoded", quote(value, safe="")),
+             ("hex-encoded", data.hex()), ("hex-encoded", data.hex().upper())]
+    for encode in (base64.b64encode, base64.urlsafe_b64encode, base64.b32encode):
+        found += [("base64-encoded" if encode is not base64.b32encode else "base32-encoded", core)
+                  for core in aligned_cores(encode, data)]
+    return [(form, text) for form, text in found if len(text) >= MIN_SECRET]
+
+
+def aligned_cores(encode, data):
+    """The characters of encode(prefix + data) that data alone decides, for each length of prefix the encoding's
+    groups can leave before it (base64: 3 bytes to 4 characters; base32: 5 to 8)."""
+    group, chars = (5, 8) if encode is base64.b32encode else (3, 4)
+    bits = group * 8 // chars  # of the data, in each character
+    cores = []
+    for offset in range(group):
+        encoded = encode(bytes(offset) + data).decode()
+        start = -(-offset * 8 // bits)  # the characters holding any bit of the prefix
+        end = (offset + len(data)) // group * chars  # a last group the bytes after the value share is left out
+        cores.append(encoded[start:end])
+    return cores
