@@ -56,11 +56,12 @@ def make_workspace(root, files, keeper=False):
     (root / "app.py").write_text("def main():\n    return 1\n")
     (root / "tests").mkdir()
     (root / "tests" / "test_app.py").write_text("from app import main\n\n\ndef test_main():\n    assert main() == 1\n")
+    if keeper:
+        shutil.copytree(REPO / "supervisor", root / "supervisor", ignore=shutil.ignore_patterns("__pycache__", "tests"))
     for name in ("fallback.py", "seed.py", "goal.md", "pending_tasks.md", "iteration_log.md",
                  *(PROVIDED_TESTS if keeper else [])):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO / name, root / name)
-    if keeper:
-        shutil.copytree(REPO / "supervisor", root / "supervisor", ignore=shutil.ignore_patterns("__pycache__"))
     (root / "backups").mkdir()
 
 
