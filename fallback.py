@@ -216,7 +216,7 @@ def land(number, index, start, result):
     entry = snap.snapshot(index, "landed", number, files=landed)  # the new known-good candidate; the report's "after"
     result["after"] = entry["id"]
     if result.get("passing") is not None:
-        entry["passing"] = result["passing"]  # the ratchet's counts for changes that start from here
+        entry.update(passing=result["passing"], counted=gate.COUNTED)  # the ratchet's counts for changes from here
     if result.get("score") is not None:
         entry["score"] = result["score"]  # the score a change that starts from here must keep (SEED_RATCHET=score)
     entry["judged"] = result.get("tests_ran")  # which tests its gate ran (see fully_judged)
@@ -239,7 +239,8 @@ def settle_failure(number, index, start, seed_ran, failure, session, result):
     roll_back(index, start, seed_ran, number, session["bad"], result)
     if seed_ran and failure[0].startswith(("import check", "tests")) and fully_judged(start) and \
             not failure[0].startswith(gate.Failure.TESTS_REMOVED.value) and journal.failure_mark(*(gate.run_checks(
-                snap.files_of(start), gate.touches_seed(result["changes"], result["files"]))[0] or ("", ""))) == mark:
+                snap.files_of(start), gate.touches_seed(result["changes"], result["files"])).failed or ("", ""))) \
+            == mark:
         return wait_for_the_world(failure, session, result)
     result.update(outcome=f"rolled back: {failure[0]}", reason=failure[0], output=redact(failure[1]))
     journal.add_failure_task(f"Iteration {number} was rolled back: {failure[0]}. Find and fix the cause.", failure[1],
@@ -321,10 +322,10 @@ def judge(code, result, output, start, index):
         return ("the gateway refused seed.py's request", f"{output}\n{record['reason']}")
     if not result["changes"]:
         return None
-    before = start.get("passing") if isinstance(start.get("passing"), dict) else None
     full = index["partial_landings"] >= FULL_GATE_EVERY if "partial_landings" in index else True
-    failure, result["passing"], result["tests_ran"] = gate.gate(result["changes"], result["files"], before, full)
-    return failure or judge_score(result, start)
+    verdict = gate.gate(result["changes"], result["files"], gate.ratchet_of(start), full)
+    result["passing"], result["tests_ran"] = verdict.passing, verdict.ran
+    return verdict.failed or judge_score(result, start)
 
 
 def judge_score(result, start):
@@ -335,6 +336,8 @@ def judge_score(result, start):
         return None
     show_phase("scoring the change with evaluate.py")
     found = evaluate.score_of(result["files"])
+    if found.get("tampered"):  # never the person's to fix: the change reached for its own score
+        return found["problem"], found["output"]
     if "problem" in found:
         if "problem" in evaluate.score_of(snap.files_of(start)):
             say(f"{found['problem']} at the last known-good state too: evaluate.py is yours to fix (no task for the "
