@@ -130,7 +130,7 @@ def gate_figures(base, tests):
     for sha, rel in ((k.snapshots.store_object((root / rel).read_bytes()), rel) for rel in files):
         files[rel] = sha
     first = k.gate.gate([(rel, "new", 1, 0) for rel in files], files)
-    before = first[1]
+    before = first.passing
     cascade, whole, one = [], [], []
     for i in range(RUNS):
         changed = dict(files)

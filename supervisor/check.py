@@ -135,7 +135,8 @@ def keeper(root, tell, pristine):
         @pytest.hookimpl(hookwrapper=True, tryfirst=True)
         def pytest_runtest_makereport(self, item, call):
             report = (yield).get_result()
-            audit.hooks(item.config.pluginmanager)
+            if call.when == "call":  # a plugin is judged as it registers; this finds one that did not register
+                audit.hooks(item.config.pluginmanager)
             if call.when == "call" or report.outcome != "passed":  # a test marked to fail never counts as passing
                 raised = call.excinfo is not None and not call.excinfo.errisinstance(pytest.skip.Exception)
                 outcome = "xfailed" if hasattr(report, "wasxfail") else "failed" if raised else report.outcome
@@ -158,7 +159,7 @@ class Audit:
 
     def __init__(self, root, tell, pristine):
         self.root, self.tell, self.pristine, self.keeper = os.path.realpath(root), tell, pristine, None
-        self.approved, self.told = set(), set()
+        self.judged, self.told = set(), set()  # the implementations judged, the findings told
 
     def everything(self, manager):
         self.hooks(manager)
@@ -169,20 +170,20 @@ class Audit:
         """Every implementation of every hook, judged once."""
         for name, caller in list(vars(manager.hook).items()):
             for impl in caller.get_hookimpls():
-                if impl not in self.approved:
+                if impl not in self.judged:
                     self.judge(name, impl)
 
     def plugin(self, plugin, manager):
         """A plugin as it is registered (before it is ever called)."""
         for caller in manager.get_hookcallers(plugin) or ():
             for impl in caller.get_hookimpls():
-                if impl.plugin is plugin and impl not in self.approved:
+                if impl.plugin is plugin and impl not in self.judged:
                     self.judge(caller.name, impl)
 
     def judge(self, hook, impl):
+        self.judged.add(impl)
         where = source_of(impl.function)
         if impl.plugin is self.keeper or where.startswith(self.pristine.own) or self.conftests(hook, impl, where):
-            self.approved.add(impl)
             return
         self.once(f"{hook} is implemented by {shown(where, self.root)} ({impl.plugin_name}), where a model's code may "
                   f"implement only {', '.join(sorted(CONFTEST_HOOKS))}, in a conftest.py")

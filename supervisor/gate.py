@@ -1,15 +1,20 @@
 """gate: the checks a change must pass to land. They judge the captured candidate, never the moment.
 
-The candidate's changed .py files must compile (here, from the bytes captured: compiling runs nothing). Then
-the candidate is laid out in .seed/judged/ (terrarium.judged_copy), which the checks may read but
-not write, and one confined child with no key and no way to the gateway imports the codebase's top-level
-modules, then runs pytest over tests/ (the model's tests, and the seed's contract when the seed or a module it
-imports changed) under the keeper's configuration: `-c /dev/null`, so no pytest.ini, setup.cfg, tox.ini,
-pyproject.toml or addopts of the model's changes how its tests are collected or reported. The verdict is read
-from what the keeper's own plugin in that child reports, test by test, through a pipe as they happen (not from
-an exit code): a child that ends early, collects nothing where tests exist, or reports fewer tests than it
-collected, fails. And the tests are a ratchet: fewer of the model's tests passing than at the landed state the
-change started from is a failure, "tests removed".
+    verdict = gate(changes, files, before, full)    # Verdict(failure=None or a Failure, detail, output, passing, ran)
+
+The candidate's changed .py files must compile (here, from the bytes captured: compiling runs nothing), and its
+conftest.py files and test modules keep to what the model's may do with pytest (source.refused: read, not run).
+Then the candidate is laid out in .seed/judged/ (terrarium.judged_copy), which the checks may read but not write,
+and one confined child with no key and no way to the gateway (check.py, run by its path) imports the codebase's
+top-level modules, then runs pytest over tests/ (the model's tests, and the seed's contract when the seed or a
+module it imports changed) under the keeper's configuration: `-c /dev/null`, so no pytest.ini, setup.cfg,
+tox.ini, pyproject.toml or addopts of the model's changes how its tests are collected or reported. The verdict is
+read from what the keeper's own plugin in that child reports, test by test, through a pipe of the keeper's as they
+happen, each line signed (not from an exit code): a child that ends early, collects nothing where tests exist, or
+reports fewer tests than it collected, fails. And the tests are a ratchet: fewer of the model's test functions
+passing than at the landed state the change started from is a failure, "tests removed". What shows the code
+reached for the verdict instead (a hook or plugin the plugin found, pytest's code patched, a line on the pipe the
+plugin did not sign, a test no source defines) is Failure.TAMPERED.
 
 The checks run as a cascade, cheap and likely failures first: compile; import; the test files the change can
 affect (selection.py), failing at the first failure; then the rest of the suite, unless the selection is sound
@@ -143,7 +148,7 @@ def run_checks(files, contract, changes=None, split=False):
         return Verdict(Failure.TAMPERED, tampered[0], "\n".join([output, *tampered, "", source.RULE]), ran=which)
     if not any("imported" in fact for fact in heard.facts):
         return Verdict(Failure.IMPORT_TIMEOUT if code is None else Failure.IMPORT, output=output, ran=which)
-    return replace(verdict(heard.facts, code, output, tests, files), ran=which)
+    return replace(judge_tests(heard.facts, code, output, tests, files), ran=which)
 
 
 def apart(files):
@@ -174,7 +179,7 @@ def tampering(heard, files, tests):
     return found
 
 
-def verdict(facts, code, output, tests, files):
+def judge_tests(facts, code, output, tests, files):
     """The gate's judgement of the tests from what the keeper's plugin reported (the exit code can only fail it):
     a Verdict with, per test file, the test functions it defines whose every collected case passed."""
     collected = next((fact["collected"] for fact in facts if "collected" in fact), None)

@@ -5,7 +5,7 @@ gate's verdict, the ratchet's count or the person's score. Every such attempt th
 import pytest
 
 import fake_gemini as api
-from test_attacks import FAILING_TEST, RIGHT_CALC, WRONG_CALC, held, keyed, outside  # noqa: F401 (fixtures)
+from test_attacks import FAILING_TEST, RIGHT_CALC, WRONG_CALC, held, outside  # noqa: F401 (a fixture)
 from conftest import REPO
 from test_fallback import outcomes, run_fallback
 
