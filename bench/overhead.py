@@ -80,7 +80,7 @@ def load_keeper(root):
                                                   submodule_search_locations=[str(root / "supervisor")])
     sys.modules[name] = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(sys.modules[name])
-    parts = ("settings", "snapshots", "terrarium", "gate", "source", "journal", "record", "sandbox")
+    parts = ("settings", "snapshots", "terrarium", "gate", "source", "journal", "record", "sandbox", "iteration")
     return SimpleNamespace(**{part: importlib.import_module(f"{name}.{part}") for part in parts})
 
 
@@ -162,8 +162,9 @@ class Ours(Phases):
             landed = {rel: sha for rel, sha in {**snap.files_of(self.start), **plan}.items() if sha}
             self.time("snapshot after landing (known files)", snap.snapshot, self.index, "landed", i,
                       self.k.settings.ROOT, landed)
-        outcome = "rolled back: tests failed" if rolls_back(i) else f"landed: {len(changes)} file(s) changed"
-        result = {"outcome": outcome, "changes": changes, "record": None}
+        it = self.k.iteration
+        result = it.Result(it.Outcome.ROLLED_BACK, "tests failed", failure=self.k.gate.Failure.TESTS, changes=changes) \
+            if rolls_back(i) else it.Result(it.Outcome.LANDED, f"{len(changes)} file(s) changed", changes=changes)
         self.time("record and log", self.keep, self.k.record.row_of(self.numbered + i + 1, result, 1.0), i)
 
     def read_tests(self):

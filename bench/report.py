@@ -20,7 +20,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "supervisor" / "tests"))
-from test_report import export, grow, report  # noqa: E402  (the tests' builder and their way of loading the parts)
+from test_report import export, grow, history, report  # noqa: E402  (the tests' builder and their way of loading the parts)
+from conftest import load_keeper  # noqa: E402
+
+snapshots = load_keeper("snapshots")
 
 
 def timed(action, before=lambda: None, runs=5):
@@ -36,8 +39,8 @@ def timed(action, before=lambda: None, runs=5):
 
 def forget(root, cache_file):
     """Empty the caches in memory, and the cache file too if asked: the state of a fresh process."""
-    report.read_listing.cache_clear()
-    report.measure_file.cache_clear()
+    history.measure_file.cache_clear()
+    snapshots.listing_of.cache_clear()
     if cache_file:
         (root / "backups" / "report-cache.json").unlink(missing_ok=True)
 

@@ -5,12 +5,12 @@
     chosen_models(os.environ)                                # the models the settings name (--status)
 
 A backend is a module with chosen_by(environ), from_env(environ) (a ValueError names the setting to fix),
-chosen_models(environ) and show_models(environ), whose backend object has the attributes and methods
-gateway.Gateway uses (models, key, key_name, local, model_help, prepare, room, hindrance, make_room, ask).
+chosen_models(environ) and show_models(environ), whose backend object is a Backend: what gateway.Gateway uses.
 Adding one is a new module and a line in BACKENDS. The first whose settings are present serves; Gemini is
 last, the default.
 """
 import sys
+from typing import Protocol, runtime_checkable
 
 from . import gemini, openai_compatible
 from .console import redact
@@ -18,6 +18,32 @@ from .gateway import Gateway
 from .settings import EX_CONFIG, EX_UNAVAILABLE
 
 BACKENDS = (openai_compatible, gemini)
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """One wire format to the model: the gateway holds one, and no other room asks which it is."""
+    models: list      # the models the settings name, best first
+    key: str          # the secret it sends upstream (the gateway never shows it)
+    key_name: str     # the setting holding the key: errors name it, redaction shows it
+    local: bool       # a server of the person's own: no free-tier quotas, its context told by a setting
+    model_help: str   # how to name models that can be asked, when none can
+
+    def prepare(self, models):
+        """What the backend must learn before planning (a server's context, say): None, or one line saying why
+        it cannot serve."""
+
+    def room(self, model, facts):
+        """The largest prompt, in estimated tokens, the model can be given."""
+
+    def hindrance(self, model, facts):
+        """One line when the model cannot be of use (too small a prompt), else None."""
+
+    def make_room(self, model, tokens):
+        """What a person can do when the steering files leave no room: the setting to raise, or "shorten them"."""
+
+    def ask(self, model, body, facts):
+        """The outcome (an outcomes.Outcome) of one request of the gateway's body to the model."""
 
 
 def chosen(environ):

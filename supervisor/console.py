@@ -10,12 +10,12 @@ import shutil
 import sys
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import datetime
 
 from .settings import KEY_SHAPES, LOG
 
 LIVE = sys.stdout.isatty() and os.environ.get("TERM") != "dumb"  # a status line redrawn in place
-COLOURS = {"landed": "32", "rolled back": "31", "stopped": "31", "waiting": "33", "no change": "2"}
+COLOURS = {"landed": "32", "rolled back": "31", "tampered": "35", "stopped": "31", "waiting": "33", "no change": "2"}
 SECRETS = ("GEMINI_API_KEY", "OPENAI_API_KEY")  # settings whose values are never shown
 status = {"text": "", "since": time.monotonic(), "iteration": None}  # what the current iteration is doing, since when
 print_lock = threading.Lock()
@@ -27,7 +27,19 @@ def say(line, outcome=None):
     if LIVE and outcome in COLOURS and "NO_COLOR" not in os.environ:
         text = f"\x1b[{COLOURS[outcome]}m{text}\x1b[0m"
     with print_lock:
-        print(("\r\x1b[K" if LIVE else "") + text, flush=True)
+        out(("\r\x1b[K" if LIVE else "") + text + "\n")
+
+
+def out(text):
+    """Write to the console; a reader that went away (| head, a closed terminal) stops the console, never the loop:
+    what follows goes nowhere, and the log, the record and the page go on as before."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):  # ValueError: stdout closed  # a terminal gone (EIO), a full disk under a redirect: the console is for watching only
+        pass
 
 
 def show_phase(text, restart=False):
@@ -57,8 +69,7 @@ def redraw_status_forever():
         line = f"{number}{elapsed // 60}:{elapsed % 60:02d} {status['text']}"[:shutil.get_terminal_size().columns - 1]
         with print_lock:
             if status["text"]:
-                sys.stdout.write(f"\r\x1b[K\x1b[2m{line}\x1b[0m")
-                sys.stdout.flush()
+                out(f"\r\x1b[K\x1b[2m{line}\x1b[0m")
 
 
 
@@ -83,29 +94,27 @@ def printable(text):
     return re.sub(r"[\x00-\x1f\x7f-\x9f]", "?", text)
 
 
-def report(row, totals):
-    """One line a person can scan, from the iteration's row in the record, and the running totals for the summary."""
+def report(row, headline, totals):
+    """One line a person can scan, from the iteration's row and its headline (its times in local time, as the console
+    says every time), and the running totals for the summary."""
     spent = row["prompt_tokens"] + row["output_tokens"] + row["thinking_tokens"]
-    kind = row["outcome"].split(":")[0].split(" until")[0]
-    totals[kind] += 1
+    totals[row["kind"]] += 1
     totals["requests"] += row["requests"]
     totals["tokens"] += spent
-    files = describe_changes(row["files"]) if kind == "landed" else ""
+    files = describe_changes(row["files"]) if row["kind"] == "landed" else ""
     score = f", score {row['score']:g}" if row.get("score") is not None else ""
-    say(f"#{row['number']} {local_times(row['outcome'])}{' — ' + files if files else ''} ({row['seconds']:.0f} s, "
-        f"{row['requests']} request(s), {spent:,} tokens{score})", kind)
+    say(f"#{row['number']} {headline}{' — ' + files if files else ''} ({row['seconds']:.0f} s, "
+        f"{row['requests']} request(s), {spent:,} tokens{score})", row["kind"])
 
 
-def local_times(text):
-    """The text with its UTC times (as the record keeps them) in local time, as the console says every time."""
-    def local(match):
-        moment = datetime.strptime(match[1], "%Y-%m-%d %H:%M").replace(tzinfo=timezone.utc).astimezone()
-        return f"{moment:%a %H:%M} local time"
-    return re.sub(r"(\d{4}-\d\d-\d\d \d\d:\d\d) UTC", local, text)
+def local_time(moment):
+    """A time as the console says it: local, with the day of the week."""
+    return f"{moment.astimezone():%a %H:%M} local time"
 
 
 def summary(done, totals, grown_from, grown_to):
-    counts = ", ".join(f"{totals[k]} {k}" for k in ("landed", "no change", "rolled back", "waiting") if totals[k])
+    counts = ", ".join(f"{totals[k]} {k}" for k in ("landed", "no change", "rolled back", "tampered", "waiting")
+                       if totals[k])
     return (f"{done} iteration(s){': ' + counts if counts else ''}; {totals['requests']} request(s), "
             f"{totals['tokens']:,} tokens; codebase {grown_from[0]} → {grown_to[0]} files, "
             f"{grown_from[1]:,} → {grown_to[1]:,} lines. The log is in {LOG.name}.")

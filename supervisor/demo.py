@@ -2,7 +2,8 @@
 
 `python fallback.py --demo` copies the workspace (the codebase and the keeper, not .env), gives it the
 demo's goal, serves supervisor/demo.json in Gemini's shape on loopback, and runs the copy's fallback.py
-against it: no key, no network, the user's files untouched.
+against it: no key, no network, the user's files untouched. The copy stays in the temporary folder for its page
+to be read; the demo keeps the newest KEPT of its copies there and takes the older ones away.
 """
 import json
 import os
@@ -20,10 +21,17 @@ from .settings import DEMO, LOG, ROOT, TASKS, TEST_SUPPORT
 from .snapshots import codebase_files
 
 
+KEPT = 3  # demo copies kept in the temporary folder (each marked as the demo's, so nothing else is taken away)
+MARK = ".seed-demo"
+
+
 def run_demo():
     """A few real iterations against a scripted model on loopback, in a throwaway copy: no key, no network."""
     script = json.loads(DEMO.read_text())
-    copy = Path(tempfile.mkdtemp(prefix="seed-demo-")) / "workspace"
+    take_away_old_copies()
+    made = Path(tempfile.mkdtemp(prefix="seed-demo-"))
+    (made / MARK).write_text("a copy python fallback.py --demo made; a later demo takes it away\n")
+    copy = made / "workspace"
     keeper = [p.relative_to(ROOT).as_posix() for p in (ROOT / "supervisor").glob("*.py")] + TEST_SUPPORT
     for rel in [rel for rel, _ in codebase_files()] + keeper + ["fallback.py", "evaluate.py", "supervisor/demo.json"]:
         if (ROOT / rel).is_file():
@@ -38,11 +46,14 @@ def run_demo():
     env.update(GEMINI_API_KEY="demo-offline", GEMINI_MODEL="demo-scripted-model",
                GEMINI_LIMITS="demo-scripted-model=1000/10000000/100000",  # a local script: no free-tier pacing
                GEMINI_API_BASE=f"http://127.0.0.1:{server.server_address[1]}")
-    say(f"demo: {len(script['answers'])} iterations of the real loop in a throwaway copy, with a scripted model "
-        "instead of Gemini; your files are not touched")
+    say(f"demo: {len(script['answers'])} iterations of the real loop in a throwaway copy ({copy}), with a scripted "
+        "model instead of Gemini; your files are not touched")
+    keeper = subprocess.Popen([sys.executable, str(copy / "fallback.py"), "--iterations", str(len(script["answers"])),
+                               "--delay", "1"], env=env)
     try:
-        code = subprocess.run([sys.executable, str(copy / "fallback.py"), "--iterations",
-                               str(len(script["answers"])), "--delay", "1"], env=env).returncode
+        code = keeper.wait()
+    except KeyboardInterrupt:  # Ctrl+C reached the copy's keeper too: it stops cleanly; its copy is still worth a look
+        code = keeper.wait()
     finally:
         server.shutdown()
     print(f"\nThe demo's copy is {copy}\n  its page:  {copy / 'report.html'} (open it in a browser)\n"
@@ -51,6 +62,14 @@ def run_demo():
              "https://aistudio.google.com/apikey, put it in .env as GEMINI_API_KEY=..., ")
           + "write your goal in goal.md, and run  python fallback.py")
     return code
+
+
+def take_away_old_copies():
+    """Remove the demo's own older copies in the temporary folder, keeping the newest KEPT - 1 (and this one)."""
+    mine = [folder for folder in Path(tempfile.gettempdir()).glob("seed-demo-*")
+            if (folder / MARK).is_file() and folder.stat().st_uid == os.getuid()]
+    for folder in sorted(mine, key=lambda folder: folder.stat().st_mtime)[:-(KEPT - 1) or None]:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def scripted_model(answers):

@@ -37,8 +37,8 @@ def present():
 
 def score_of(files):
     """The scores evaluate.py gives the codebase `files` ({path: sha256}): {"score": n, other names: n}, or
-    {"problem": one line, "output": the output that shows it}, with "tampered": True when the code it scored reached
-    for the score's channel or printed a score after evaluate.py's own."""
+    {"problem": one line, "output": the output that shows it}, with "tampered": what was found, when the code it
+    scored reached for the score's channel or printed a score after evaluate.py's own."""
     try:
         source = EVALUATOR.read_text("utf-8")
     except (OSError, UnicodeDecodeError) as error:
@@ -53,7 +53,7 @@ def score_of(files):
     said = next((fact["said"] for fact in heard.facts if "said" in fact), None)
     tampered = forged(heard, said, output)
     if tampered:
-        return {"problem": f"{Failure.TAMPERED.value}: {tampered}", "tampered": True, "output": output}
+        return {"problem": f"{Failure.TAMPERED.value}: {tampered}", "tampered": tampered, "output": output}
     if code is None:
         return {"problem": f"evaluate.py took longer than {SECONDS} s (SEED_EVALUATE_SECONDS)", "output": output}
     found = scores_in(said)

@@ -15,7 +15,9 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from . import report
+from . import history
+from .settings import read_stamp
+from .snapshots import Reader
 
 # --- settings ---------------------------------------------------------------------------------
 BRANCH = "refs/seed/landed"    # the exported history; main is fast-forwarded to it
@@ -30,7 +32,7 @@ def export_git(root, dest):
     """Add the landings not exported yet to the repository in dest (made if new); what was done, in a line."""
     root, dest = Path(root).resolve(), Path(dest).resolve()
     earlier = check_destination(root, dest)
-    sections, snapshots = report.read_iterations(root), report.read_index(root)
+    sections, snapshots = history.read_iterations(root), Reader(root).snapshots()
     if not snapshots:
         raise ValueError(f"{root} has no snapshots to export: run some iterations first")
     if not earlier:
@@ -94,7 +96,7 @@ def plan_commits(sections, snapshots, last):
     """([(snapshot, [the sections it tells of: its landings, and the iterations before them that landed
     nothing])], [the landings after those, that no snapshot holds yet]): genesis first when nothing is
     exported yet, then the landings after iteration `last`."""
-    pairs = report.pair_landings(sections, snapshots)
+    pairs = history.pair_landings(sections, snapshots)
     genesis = next((e for e in snapshots if e["kind"] == "genesis"), snapshots[0])
     commits, waiting = ([] if last is not None else [(genesis, [])]), []
     for section in [s for s in sections if s["number"] > (last or 0)]:
@@ -114,7 +116,7 @@ def import_commits(root, dest, commits, incremental):
                                    stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=errors)
         try:
             for n, (entry, told) in enumerate(commits):
-                now = report.files_of(root, entry)
+                now = Reader(root).files_of(entry)
                 write_blobs(root, process.stdin, now, files or {}, marks)
                 process.stdin.write(commit_command(entry, told, incremental and n == 0))
                 process.stdin.write(tree_changes(now, files, marks))
@@ -132,15 +134,15 @@ def write_blobs(root, stream, now, before, marks):
     for rel, sha in now.items():
         if before.get(rel) != sha and sha not in marks:
             marks[sha] = len(marks) + 1
-            data = report.object_path(root, sha).read_bytes()
+            data = Reader(root).object_path(sha).read_bytes()
             stream.write(b"blob\nmark :%d\ndata %d\n%s\n" % (marks[sha], len(data), data))
 
 
 def commit_command(entry, told, continues):
     """The header of a commit: author (the model), dates (the landing's), message, and its parent."""
-    when = (told[-1]["time"] if told else None) or report.parse_time(entry["time"])
+    when = (told[-1]["time"] if told else None) or read_stamp(entry["time"])
     stamp = f"{int(when.timestamp())} +0000".encode() if when else b"0 +0000"
-    model = (report.model_of(told[-1]) if told else "") or "seed"
+    model = (told[-1]["model"] if told else "") or "seed"
     author = re.sub(r"[<>\n]", "", model).encode() + f" <{EMAIL}>".encode()
     message = commit_message(entry, told).encode()
     parent = f"from {BRANCH}^0\n".encode() if continues else b""
@@ -188,8 +190,8 @@ def commit_message(entry, told):
 def describe_iteration(section):
     lines = [f"Iteration {section['number']} — {section['outcome']}"]
     lines += ["Tasks:"] + [f"{n}. {task}" for n, task in enumerate(section["tasks"], 1)] if section["tasks"] else []
-    lines += [f"{label}: {report.fact(section, label)}" for label in ("Done from pending_tasks.md", "Files")
-              if report.fact(section, label)]
+    lines += [f"{label}: {value}" for label, value in section["facts"] if label in ("Done from pending_tasks.md",
+                                                                                      "Files")]
     return "\n".join(lines)
 
 

@@ -1,6 +1,6 @@
 """gate: the checks a change must pass to land. They judge the captured candidate, never the moment.
 
-    verdict = gate(changes, files, before, full)    # Verdict(failure=None or a Failure, detail, output, passing, ran)
+    verdict = gate(changes, files, before, full)    # Verdict(failure or None, detail, output, passing, tests_ran)
 
 The candidate's changed .py files must compile (here, from the bytes captured: compiling runs nothing), and its
 conftest.py files and test modules keep to what the model's may do with pytest (source.refused: read, not run).
@@ -71,16 +71,12 @@ class Verdict:
     detail: str = ""
     output: str = ""
     passing: dict | None = None
-    ran: str | None = None
+    tests_ran: str | None = None
 
     @property
-    def reason(self):
+    def why(self):
+        """The failure as people read it: its kind, then what it says."""
         return f"{self.failure.value}: {self.detail}" if self.detail else self.failure.value
-
-    @property
-    def failed(self):
-        """(the reason, the output) of a failure, as the log and the task give them; None when it passed."""
-        return (self.reason, self.output) if self.failure else None
 
 
 def gate(changes, files, before=None, full=False):
@@ -145,10 +141,10 @@ def run_checks(files, contract, changes=None, split=False):
         f"{len(tests)} of {len(every)} test files, those this change can affect"
     tampered = tampering(heard, files, tests)
     if tampered:
-        return Verdict(Failure.TAMPERED, tampered[0], "\n".join([output, *tampered, "", source.RULE]), ran=which)
+        return Verdict(Failure.TAMPERED, tampered[0], "\n".join([output, *tampered, "", source.RULE]), tests_ran=which)
     if not any("imported" in fact for fact in heard.facts):
-        return Verdict(Failure.IMPORT_TIMEOUT if code is None else Failure.IMPORT, output=output, ran=which)
-    return replace(judge_tests(heard.facts, code, output, tests, files), ran=which)
+        return Verdict(Failure.IMPORT_TIMEOUT if code is None else Failure.IMPORT, output=output, tests_ran=which)
+    return replace(judge_tests(heard.facts, code, output, tests, files), tests_ran=which)
 
 
 def apart(files):

@@ -197,7 +197,8 @@ def show_models(environ):
         response = fetch_bounded("GET", f"{base}/v1beta/models?pageSize=1000", None,
                                  {"x-goog-api-key": environ.get("GEMINI_API_KEY", "").strip()}, (10, 30))
     except requests.RequestException as error:
-        raise ConnectionError(f"cannot reach {base}: {type(error).__name__}: {error}") from None
+        hint = "check the network" if base == API_BASE else "check the network, or GEMINI_API_BASE in .env"
+        raise ConnectionError(f"cannot reach {base} ({type(error).__name__}): {hint}") from None
     if response.status_code != 200:
         _, _, message, _ = read_error(response)
         raise ValueError(f"Gemini refused to list models ({response.status_code}): {message} Check GEMINI_API_KEY in "

@@ -13,10 +13,11 @@ import hashlib
 import json
 import os
 import re
+from dataclasses import dataclass
 
-from .console import redact
+from .console import describe_changes, redact
 from .settings import (LOG, LOG_BYTES, LOGS_ASIDE, LOGS_KEPT, MAX_FAILURE_TASKS, ROOT, TASK_LINES, TASKS, WORK,
-                       tail_of, utc_now, write_atomically)
+                       stamp, tail_of, utc_now, write_atomically)
 from .settings import source_of  # --goal FILE: the goal.md a run is given
 
 SHOWN_TASKS = 20  # open tasks the seed puts in its prompt (its MAX_TASKS)
@@ -40,11 +41,43 @@ def error_line(output):
     return (errors or lines or [""])[-1][:300]
 
 
-def read_tasks():
+def read_tasks(path=TASKS):
     """pending_tasks.md's lines, split at "\n" alone and each with its own ending ("\r\n", "\n", or none at
     the end of the file), bytes that are not UTF-8 kept as surrogates: joined and encoded back, the same bytes."""
-    text = TASKS.read_bytes().decode("utf-8", "surrogateescape") if TASKS.exists() else ""
+    text = path.read_bytes().decode("utf-8", "surrogateescape") if path.exists() else ""
     return re.findall(r"[^\n]*\n|[^\n]+", text)
+
+
+TASK = re.compile(r"\s*[-*] \[([ xX])\] (.*)")  # a task's line: its box, then its text
+FAILURE = re.compile(r"\[failure (\w+): (\d+) times? since ([^,\]]+), (first after snapshot (\w*))\]")  # the
+# bracket of a task the keeper wrote for a failure (edited by a person, it no longer matches: a person's task then)
+
+
+@dataclass
+class Task:
+    """A task of pending_tasks.md: its lines in read_tasks()'s list (`first`, and `end` past its detail lines),
+    whether it is ticked, its text as seed.py reads it (undecodable bytes replaced, on one line), the keeper's
+    failure bracket in it (a match: mark, count, since, first after snapshot ...), and its indented detail lines."""
+    first: int
+    end: int
+    done: bool
+    text: str
+    failure: re.Match | None
+    detail: list
+
+
+def parse_tasks(lines):
+    """The tasks among read_tasks()'s lines, in order: the one reading of pending_tasks.md (the seed has its own,
+    which this follows: a task's detail is the indented lines after it)."""
+    tasks = []
+    for n, line in enumerate(lines):
+        seen = line.encode("utf-8", "surrogateescape").decode("utf-8", "replace").rstrip("\r\n")
+        if found := TASK.match(seen.splitlines()[0] if seen.splitlines() else ""):
+            tasks.append(Task(n, n + 1, found[1] != " ", one_line(found[2], 2_000), FAILURE.search(found[2]), []))
+        elif tasks and seen.startswith("  ") and seen.strip() and tasks[-1].end == n:
+            tasks[-1].detail.append(seen.strip())
+            tasks[-1].end = n + 1
+    return tasks
 
 
 def write_tasks(lines, edited):
@@ -67,69 +100,54 @@ def add_failure_task(headline, output, where, mark):
     tail = redact(output).strip().splitlines()[-TASK_LINES:]
     lines = read_tasks()
     edited = list(lines) if TASKS.exists() else ["# Pending tasks", ""]
-    bracket = re.compile(rf"\[failure {mark}: (\d+) times? since ([^,\]]+), (first after snapshot \w*)\]")
-    found = next(((n, m) for n, line in enumerate(lines) if line.startswith("- [ ] ") and (m := bracket.search(line))),
-                 None)  # a bracket a person edited no longer matches: the failure then gets a new task
+    found = next(((task.first, task.failure) for task in parse_tasks(lines) if not task.done and task.failure
+                  and task.failure[1] == mark), None)
     if found is None:
         detail = [f"      > {line[:300]}" for line in tail if line.strip()]  # quoted: no line of it reads as a task
-        edited += [f"- [ ] {redact(headline)} [failure {mark}: 1 time since {utc_now()}, first after "
+        edited += [f"- [ ] {redact(headline)} [failure {mark}: 1 time since {stamp(utc_now())}, first after "
                    f"snapshot {where}]"] + detail
     else:
         n, match = found
-        count = int(match.group(1)) + 1
+        count = int(match.group(2)) + 1
         ending = edited[n][len(edited[n].rstrip("\r\n")):]
-        edited[n] = (f"- [ ] {redact(headline)} [failure {mark}: {count} times since {match.group(2)}, "
-                     f"{match.group(3)}] This keeps happening: fix it before anything else.{ending}")
+        edited[n] = (f"- [ ] {redact(headline)} [failure {mark}: {count} times since {match.group(3)}, "
+                     f"{match.group(4)}] This keeps happening: fix it before anything else.{ending}")
     write_tasks(lines, drop_oldest_failures(edited))
 
 
 def remove_failure_task(mark):
     """Take back the open task of a failure that turned out not to be the code's (with its detail lines)."""
     lines = read_tasks()
-    keep, dropping = [], False
-    for line in lines:
-        dropping = (line.startswith("- [ ] ") and f"[failure {mark}:" in line) or (dropping and line.startswith("      "))
-        if not dropping:
-            keep.append(line)
-    write_tasks(lines, keep)
+    gone = {n for task in parse_tasks(lines) if not task.done and task.failure and task.failure[1] == mark
+            for n in range(task.first, task.end)}
+    write_tasks(lines, [line for n, line in enumerate(lines) if n not in gone])
 
 
 def tick_tasks(done):
     """Tick the open tasks a landed answer finished, found by their text as seed.py reads it (undecodable
     bytes replaced, cut at any line break, on one line): edits made meanwhile are kept."""
     lines = read_tasks() if done else []
-    ticked = list(lines)
+    ticked, tasks = list(lines), parse_tasks(lines)
     for text in done:
-        for n, line in enumerate(ticked):
-            if open_task(line) == text:
-                ticked[n] = line.replace("[ ]", "[x]", 1)
-                break
+        task = next((task for task in tasks if not task.done and task.text[:300] == text), None)
+        if task:
+            ticked[task.first], task.done = lines[task.first].replace("[ ]", "[x]", 1), True
     write_tasks(lines, ticked)
 
 
 def steering_size():
     """Characters every prompt carries from the person: goal.md and the open tasks with their detail lines (the
     first SHOWN_TASKS, as the seed shows them), so that a model whose prompt cannot hold them is not asked."""
-    tasks = []
-    for line in read_tasks():
-        if re.match(r"\s*[-*] \[ \] ", line):
-            tasks.append(len(line))
-        elif tasks and line.startswith("  ") and line.strip() and tasks[-1] < 2_000:  # the seed's cap on detail
-            tasks[-1] += len(line)
+    shown = [task for task in parse_tasks(read_tasks()) if not task.done][:SHOWN_TASKS]
     goal = source_of("goal.md")
-    return (len(goal.read_text("utf-8", "replace")) if goal.is_file() else 0) + sum(tasks[:SHOWN_TASKS])
+    return (len(goal.read_text("utf-8", "replace")) if goal.is_file() else 0) + \
+        sum(min(len(task.text) + sum(map(len, task.detail)), 2_000) + 6 for task in shown)  # the seed's cap on detail
 
 
 def drop_oldest_failures(lines):
     """Keep at most MAX_FAILURE_TASKS open failure tasks (with their indented detail lines)."""
-    failures = [n for n, line in enumerate(lines) if re.match(r"- \[ \] .*\[failure \w+:", line)]
-    drop = set()
-    for start in failures[:max(0, len(failures) - MAX_FAILURE_TASKS)]:
-        drop.add(start)
-        end = start + 1
-        while end < len(lines) and lines[end].startswith("      "):
-            drop.add(end)
-            end += 1
+    failures = [task for task in parse_tasks(lines) if not task.done and task.failure]
+    drop = {n for task in failures[:max(0, len(failures) - MAX_FAILURE_TASKS)] for n in range(task.first, task.end)}
     return [line for n, line in enumerate(lines) if n not in drop]
 
 
@@ -190,10 +208,38 @@ def section_of(row):
     lines = [f"## Iteration {row['number']} — {row['ended']} — {row['outcome']}", ""]
     if row["tasks"]:
         lines += ["- Tasks:"] + [f"  {n}. {task}" for n, task in enumerate(row["tasks"], 1)]
-    lines += [f"- {label}: {value}" if label else f"- {value}" for label, value in row["facts"]]
+    lines += [f"- {label}: {value}" if label else f"- {value}" for label, value in facts_of(row)]
     if row["output"]:
         lines += ["- Last output:", ""] + [f"      {line}" for line in row["output"].splitlines()[-TASK_LINES:]]
     return "\n" + "\n".join(lines) + "\n"
+
+
+LISTED = (("Refused", "refused"), ("Not landed (the keeper's)", "not_landed"),
+          ("Not landed (a symlink out of the folder, or a folder, stands there)", "outside"),
+          ("Refused by the system", "refusals"))  # the row's lists a section shows, each on a line of its own
+
+
+def facts_of(row):
+    """The `- Label: value` lines of an iteration's section (and the page's card), rendered from its row."""
+    facts = [("Done from pending_tasks.md", "; ".join(row["done"]))] if row["done"] else []
+    facts.append(("Files", describe_changes(row["files"]) or "none changed"))
+    facts += [(label, "; ".join(row.get(key) or [])) for label, key in LISTED if row.get(key)]
+    facts += [("Reason", row["reason"])] if row["reason"] else []
+    facts += [("Stalled", row["stalled"])] if row.get("stalled") else []
+    if row["restored"]:
+        kept = f"kept as snapshot {row['kept']}" if row["kept"] else "not kept (it could not be taken)"
+        facts.append(("", f"Restored snapshot {row['restored']}; the failing state is {kept}"))
+    if row["tests_ran"] and row["passing"] is not None:
+        facts.append(("Tests", f"{row['tests_passing']} of the model's pass; the gate ran {row['tests_ran']}"))
+    if row["score"] is not None:
+        others = ", ".join(f"{name} {value:g}" for name, value in (row["scores"] or {}).items() if name != "score")
+        facts.append(("Score", f"{row['score']:g}" + (f" ({others})" if others else "")))
+    facts += [("Confinement", row["confinement"])] if row.get("confinement") else []
+    facts += [("Salvaged", row["salvaged"])] if row.get("salvaged") else []
+    facts.append(("Model", f"{row['model'] or 'none'}, {row['requests']} request(s), tokens {row['prompt_tokens']:,} "
+                           f"prompt + {row['output_tokens']:,} output + {row['thinking_tokens']:,} thinking; "
+                           f"{row['seconds'] or 0:.1f} s"))
+    return facts
 
 
 def last_logged_iteration():
@@ -235,15 +281,7 @@ def account(record, use, shown):
 def open_tasks():
     """The open tasks as the seed lists them (its numbering: the first SHOWN_TASKS `- [ ]` lines, each by the
     text of its first line), so that an answer's "done" numbers can be read."""
-    return [text for text in map(open_task, read_tasks()) if text is not None][:SHOWN_TASKS]
-
-
-def open_task(line):
-    """An open task's text as seed.py reads it (undecodable bytes replaced, cut at any line break, on one line),
-    or None when the line is no open task."""
-    seen = line.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-    match = re.match(r"\s*[-*] \[ \] (.*)", (seen.splitlines() or [""])[0])
-    return one_line(match.group(1)) if match else None
+    return [task.text[:300] for task in parse_tasks(read_tasks()) if not task.done][:SHOWN_TASKS]
 
 
 def one_line(value, limit=300):

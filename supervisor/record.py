@@ -20,14 +20,13 @@ import os
 import re
 import sqlite3
 import zlib
-from datetime import datetime, timezone
 from difflib import SequenceMatcher
-from enum import Enum
 
 from . import tallies
-from .console import describe_changes, redact
+from .console import redact
+from .iteration import Outcome
 from .journal import logs_set_aside
-from .settings import KEY_SHAPES, LOG, LOGS_ASIDE, QUOTA, ROOT, TASK_LINES, USAGE, utc_now
+from .settings import KEY_SHAPES, LOG, LOGS_ASIDE, QUOTA, ROOT, TASK_LINES, USAGE, read_stamp, stamp, utc_now
 
 NAME = "record.sqlite"
 CHAIN = 50            # prompts stored as deltas one after the other before one is stored whole again
@@ -35,10 +34,11 @@ WINDOW = 32_768       # bytes of zlib's preset dictionary that it can use
 PIECE = re.compile(rb"(?<=\\n)|(?<=\n)")  # where a prompt is cut to diff it: after each (JSON-escaped) line break
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS iterations (number INTEGER PRIMARY KEY, started TEXT, ended TEXT, seconds REAL,
-  model TEXT, kind TEXT NOT NULL, outcome TEXT NOT NULL, reason TEXT, snapshot_before TEXT, snapshot_after TEXT,
-  restored TEXT, kept TEXT, files TEXT, lines_added INTEGER, lines_removed INTEGER, tasks TEXT, done TEXT,
-  requests INTEGER, prompt_tokens INTEGER, output_tokens INTEGER, thinking_tokens INTEGER, passing TEXT,
-  tests_passing INTEGER, tests_ran TEXT, gate_seconds REAL, score REAL, scores TEXT, facts TEXT, output TEXT);
+  model TEXT, kind TEXT NOT NULL, outcome TEXT NOT NULL, reason TEXT, until TEXT, failure TEXT, snapshot_before TEXT,
+  snapshot_after TEXT, restored TEXT, kept TEXT, files TEXT, lines_added INTEGER, lines_removed INTEGER, tasks TEXT,
+  done TEXT, refused TEXT, not_landed TEXT, outside TEXT, refusals TEXT, requests INTEGER, prompt_tokens INTEGER,
+  output_tokens INTEGER, thinking_tokens INTEGER, passing TEXT, tests_passing INTEGER, tests_ran TEXT,
+  gate_seconds REAL, score REAL, scores TEXT, salvaged TEXT, stalled TEXT, confinement TEXT, output TEXT);
 CREATE TABLE IF NOT EXISTS requests (id INTEGER PRIMARY KEY, iteration INTEGER, day TEXT, model TEXT, kind TEXT,
   prompt_tokens INTEGER, output_tokens INTEGER, thinking_tokens INTEGER, latency REAL, wasted TEXT);
 CREATE TABLE IF NOT EXISTS exchanges (request INTEGER PRIMARY KEY, chain INTEGER, prompt BLOB, answer BLOB,
@@ -49,23 +49,9 @@ CREATE TABLE IF NOT EXISTS kept (name TEXT PRIMARY KEY, content BLOB);
 CREATE INDEX IF NOT EXISTS requests_by_iteration ON requests (iteration);
 CREATE INDEX IF NOT EXISTS exchanges_by_chain ON exchanges (chain);
 """
-JSON_COLUMNS = ("files", "tasks", "done", "passing", "scores", "facts")
-LISTS = ("files", "tasks", "done", "facts")
+JSON_COLUMNS = ("files", "tasks", "done", "refused", "not_landed", "outside", "refusals", "passing", "scores")
+LISTS = ("files", "tasks", "done", "refused", "not_landed", "outside", "refusals")
 LIGHT = ("number", "ended", "kind", "outcome", "restored", "model", "files", "score", "scores")  # an older card's
-
-
-class Kind(Enum):
-    """What an iteration came to, as its outcome's text begins."""
-    LANDED = "landed"
-    NO_CHANGE = "no change"
-    ROLLED_BACK = "rolled back"
-    WAITING = "waiting"
-    STOPPED = "stopped"
-    OTHER = "other"
-
-
-def kind_of(outcome):
-    return next((kind for kind in Kind if outcome.startswith(kind.value)), Kind.OTHER)
 
 
 def path_of(root=ROOT):
@@ -74,56 +60,31 @@ def path_of(root=ROOT):
 
 # --- the row of an iteration -------------------------------------------------------------------------
 def row_of(number, result, seconds, started=None):
-    """The iteration as the record keeps it, from the loop's result; its `facts` are its log section's lines."""
-    record = result.get("record") or {}
-    tokens = record.get("tokens") or {}
-    changes = [list(change) for change in result.get("changes") or []]
-    passing = result.get("passing") if result.get("tests_ran") else None
-    row = {"number": number, "started": started, "ended": utc_now(), "seconds": round(seconds, 3),
-           "model": record.get("model"), "kind": kind_of(result["outcome"]).value, "outcome": redact(result["outcome"]),
-           "reason": redact(result.get("reason") or ""), "snapshot_before": result.get("start"),
-           "snapshot_after": result.get("after") or result.get("restored"), "restored": result.get("restored"),
-           "kept": result.get("kept"), "files": changes, "lines_added": sum(c[2] for c in changes),
-           "lines_removed": sum(c[3] for c in changes), "tasks": [redact(t) for t in record.get("tasks") or []],
-           "done": [redact(t) for t in record.get("done") or []], "requests": record.get("requests", 0),
-           "prompt_tokens": tokens.get("prompt", 0), "output_tokens": tokens.get("output", 0),
-           "thinking_tokens": tokens.get("thinking", 0), "passing": passing,
-           "tests_passing": sum(passing.values()) if passing else None, "tests_ran": result.get("tests_ran"),
-           "gate_seconds": result.get("gate_seconds"), "score": result.get("score"), "scores": result.get("scores"),
-           "output": redact("\n".join((result.get("output") or "").splitlines()[-TASK_LINES:]))}
-    row["facts"] = facts_of(row, result, record)
-    return row
-
-
-def facts_of(row, result, record):
-    """The `- Label: value` lines of the iteration's log section, in the order the log has always shown them."""
-    facts = [["Done from pending_tasks.md", "; ".join(row["done"])]] if row["done"] else []
-    facts.append(["Files", describe_changes(row["files"]) or "none changed"])
-    for label, key in (("Refused", "refused"), ("Not landed (the keeper's)", "not_landed"),
-                       ("Not landed (a symlink out of the folder, or a folder, stands there)", "outside"),
-                       ("Refused by the system", "refusals")):
-        if record.get(key) or result.get(key):
-            facts.append([label, "; ".join(record.get(key) or result.get(key))])
-    facts += [["Reason", row["reason"]]] if row["reason"] else []
-    facts += [["Stalled", result["dry"]]] if result.get("dry") else []
-    if row["restored"]:
-        kept = f"kept in backups/{row['kept']}" if row["kept"] else "not kept (it could not be taken)"
-        facts.append(["", f"Restored snapshot {row['restored']}; the failing state is {kept}"])
-    if row["tests_ran"] and row["passing"] is not None:
-        facts.append(["Tests", f"{row['tests_passing']} of the model's pass; the gate ran {row['tests_ran']}"])
-    if row["score"] is not None:
-        facts.append(["Score", describe_score(row)])
-    facts += [["Confinement", result["confinement"]]] if result.get("confinement") else []
-    facts += [["Salvaged", record["salvaged"]]] if record.get("salvaged") else []
-    facts.append(["Model", f"{row['model'] or 'none'}, {row['requests']} request(s), tokens {row['prompt_tokens']:,} "
-                           f"prompt + {row['output_tokens']:,} output + {row['thinking_tokens']:,} thinking; "
-                           f"{row['seconds']:.1f} s"])
-    return [[label, redact(str(value))] for label, value in facts]
-
-
-def describe_score(row):
-    others = ", ".join(f"{name} {value:g}" for name, value in (row.get("scores") or {}).items() if name != "score")
-    return f"{row['score']:g}" + (f" ({others})" if others else "")
+    """The iteration as the record keeps it, from the loop's Result: written once; the log, the page, --status and
+    the export render from it. `outcome` is the headline as the log heads its section (for people and queries:
+    no code decides anything from it; `kind` and `failure` are the values)."""
+    said, verdict = result.said, result.verdict
+    tokens = said.get("tokens") or {}
+    changes = [list(change) for change in result.changes]
+    passing = verdict.passing if verdict and verdict.tests_ran else None
+    score = result.score or {}
+    return {"number": number, "started": started, "ended": stamp(utc_now()), "seconds": round(seconds, 3),
+            "model": said.get("model"), "kind": result.outcome.value, "outcome": redact(result.headline()),
+            "reason": redact(result.reason), "until": result.until and stamp(result.until),
+            "failure": result.failure and result.failure.value, "snapshot_before": result.start,
+            "snapshot_after": result.after or result.restored, "restored": result.restored, "kept": result.kept,
+            "files": changes, "lines_added": sum(c[2] for c in changes), "lines_removed": sum(c[3] for c in changes),
+            "tasks": [redact(t) for t in said.get("tasks") or []],
+            "done": [redact(t) for t in said.get("done") or []] if result.outcome is Outcome.LANDED else [],
+            "refused": [redact(t) for t in said.get("refused") or []], "not_landed": result.not_landed,
+            "outside": result.outside, "refusals": [redact(t) for t in result.refusals],
+            "requests": said.get("requests", 0), "prompt_tokens": tokens.get("prompt", 0),
+            "output_tokens": tokens.get("output", 0), "thinking_tokens": tokens.get("thinking", 0),
+            "passing": passing, "tests_passing": sum(passing.values()) if passing else None,
+            "tests_ran": verdict and verdict.tests_ran, "gate_seconds": result.gate_seconds,
+            "score": score.get("score"), "scores": result.score, "salvaged": said.get("salvaged") or "",
+            "stalled": result.stalled, "confinement": result.confinement,
+            "output": redact("\n".join(result.output.splitlines()[-TASK_LINES:]))}
 
 
 # --- writing ------------------------------------------------------------------------------------------
@@ -136,6 +97,9 @@ class Writer:
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")  # in WAL mode: whole after a crash, if not after a power cut
         self.db.executescript(SCHEMA)
+        if "facts" in columns_of(self.db):  # a record from before the row's own columns: its facts become them
+            with Transaction(self.db):
+                bring_facts_into_columns(self.db)
         self.chain, self.base = self.last_prompt()
         held = [self.db.execute(f"SELECT count(*) FROM {table}").fetchone()[0] for table in ("iterations", "kept")]
         if not any(held):  # a new record: bring in what today's version kept
@@ -206,10 +170,13 @@ class Writer:
             self.db.execute("INSERT OR REPLACE INTO kept VALUES (?, ?)", (name, data))
 
 
-COLUMNS = ("number", "started", "ended", "seconds", "model", "kind", "outcome", "reason", "snapshot_before",
-           "snapshot_after", "restored", "kept", "files", "lines_added", "lines_removed", "tasks", "done", "requests",
-           "prompt_tokens", "output_tokens", "thinking_tokens", "passing", "tests_passing", "tests_ran",
-           "gate_seconds", "score", "scores", "facts", "output")
+COLUMNS = ("number", "started", "ended", "seconds", "model", "kind", "outcome", "reason", "until", "failure",
+           "snapshot_before", "snapshot_after", "restored", "kept", "files", "lines_added", "lines_removed", "tasks",
+           "done", "refused", "not_landed", "outside", "refusals", "requests", "prompt_tokens", "output_tokens",
+           "thinking_tokens", "passing", "tests_passing", "tests_ran", "gate_seconds", "score", "scores", "salvaged",
+           "stalled", "confinement", "output")
+ADDED = ("until", "failure", "refused", "not_landed", "outside", "refusals", "salvaged", "stalled", "confinement")
+# columns a record from before them gets at the writer's first start (what its old rows said is in `facts`)
 
 
 class Transaction:
@@ -320,7 +287,7 @@ def iterations(root=ROOT, since=0, last=None, number=None, light=False):
     db = reader(root)
     if db is None:
         return []
-    columns = LIGHT if light else COLUMNS
+    columns = [name for name in (LIGHT if light else COLUMNS) if name in columns_of(db)]  # an old record's: fewer
     where = ("number = ?", number) if number is not None else ("number > ?", since)
     query = f"SELECT {', '.join(columns)} FROM iterations WHERE {where[0]} ORDER BY number DESC"
     rows = [dict(zip(columns, values)) for values in db.execute(query + (f" LIMIT {int(last)}" if last else ""),
@@ -445,10 +412,7 @@ def texts_of(data):
 
 def heading_time(row):
     """When the iteration ended, as its log heading says it, and as a datetime (None if unreadable)."""
-    try:
-        return datetime.strptime(row["ended"], "%Y-%m-%d %H:%M:%S UTC").replace(tzinfo=timezone.utc)
-    except (TypeError, ValueError):
-        return None
+    return read_stamp(row["ended"] or "")
 
 
 # --- migration: the one place that reads the old log's prose ------------------------------------------
@@ -479,7 +443,7 @@ HEADING = re.compile(r"^## Iteration (\d{1,15}) — (.*?) — (.*)$", re.M)
 FILE_CHANGE = re.compile(r"(?:^|, )(.+?)(?: \((new|deleted)\))? \+(\d+) −(\d+)(?=, |$| and \d+ more$)")
 MODEL_LINE = re.compile(r"(.*?), (\d+) request\(s\), tokens ([\d,]+) prompt \+ ([\d,]+) output \+ ([\d,]+) thinking; "
                         r"([\d.]+) s")
-RESTORED = re.compile(r"(?:Restored snapshot|went back to snapshot) (\w+)(?:.*kept in backups/(\w+))?")
+RESTORED = re.compile(r"(?:Restored snapshot|went back to snapshot) (\w+)(?:.*kept (?:in backups/|as snapshot )(\w+))?")
 
 
 def read_old_log(text):
@@ -492,32 +456,45 @@ def read_old_log(text):
 def read_section(heading, body):
     number, when, outcome = heading.groups()
     row = dict.fromkeys(COLUMNS)
-    row.update(number=int(number), ended=when.strip(), outcome=outcome.strip(), kind=kind_of(outcome.strip()).value,
-               tasks=[], done=[], files=[], facts=[], requests=0, prompt_tokens=0, output_tokens=0, thinking_tokens=0,
-               lines_added=0, lines_removed=0, reason="")
-    block, output = None, []
+    row.update(number=int(number), ended=when.strip(), outcome=outcome.strip(), kind=kind_of(outcome.strip()),
+               tasks=[], done=[], files=[], refused=[], not_landed=[], outside=[], refusals=[], requests=0,
+               prompt_tokens=0, output_tokens=0, thinking_tokens=0, lines_added=0, lines_removed=0, reason="")
+    block, output, facts = None, [], []
     for line in body.splitlines():
         if line.startswith("- "):
             label, colon, value = line[2:].partition(":")
             block = label if colon and not value.strip() else None
             if not block:
-                row["facts"].append([label, value.strip()] if colon else ["", line[2:]])
+                facts.append([label, value.strip()] if colon else ["", line[2:]])
         elif block == "Tasks" and (task := re.match(r"\s+\d+\.\s(.*)", line)):
             row["tasks"].append(task[1])
         elif block == "Last output" and line.startswith("      "):
             output.append(line[6:])
     row["output"] = "\n".join(output)
-    read_facts(row)
+    read_facts(row, facts)
     return row
 
 
-def read_facts(row):
-    """The columns an old section's lines say: files, reason, done, snapshots restored, the model's line."""
-    for label, value in row["facts"]:
-        if label == "Files":
+def kind_of(outcome):
+    """The outcome an old log's heading names, by the words it begins with."""
+    return next((kind.value for kind in Outcome if outcome.startswith(kind.value)), Outcome.OTHER.value)
+
+
+LISTED = {"Refused": "refused", "Not landed (the keeper's)": "not_landed", "Refused by the system": "refusals",
+          "Not landed (a symlink out of the folder, or a folder, stands there)": "outside"}
+TOLD = {"Reason": "reason", "Stalled": "stalled", "Confinement": "confinement", "Salvaged": "salvaged"}
+
+
+def read_facts(row, facts):
+    """The columns an old section's `- Label: value` lines say: files, reason, done, what was refused or not landed,
+    snapshots restored, the model's line."""
+    for label, value in facts:
+        if label in LISTED:
+            row[LISTED[label]] = value.split("; ")
+        elif label in TOLD:
+            row[TOLD[label]] = value
+        elif label == "Files":
             row["files"] = [[m[1], m[2] or "changed", int(m[3]), int(m[4])] for m in FILE_CHANGE.finditer(value)]
-        elif label == "Reason":
-            row["reason"] = value
         elif label == "Done from pending_tasks.md":
             row["done"] = value.split("; ")
         elif label == "Model" and (m := MODEL_LINE.match(value)):
@@ -528,3 +505,22 @@ def read_facts(row):
             row.update(restored=m[1], kept=m[2], snapshot_after=m[1])
     row["lines_added"] = sum(f[2] for f in row["files"])
     row["lines_removed"] = sum(f[3] for f in row["files"])
+
+
+def columns_of(db):
+    return {name for _, name, *_ in db.execute("PRAGMA table_info(iterations)")}
+
+
+def bring_facts_into_columns(db):
+    """A record written before the row had columns of its own for what its log section says: each row's `facts`
+    (its section's lines, as JSON) read into them, then the column dropped."""
+    for name in ADDED:
+        if name not in columns_of(db):
+            db.execute(f"ALTER TABLE iterations ADD COLUMN {name} TEXT")
+    for number, facts in db.execute("SELECT number, facts FROM iterations WHERE facts IS NOT NULL").fetchall():
+        row = {**{key: [] if key in LISTS else None for key in ADDED}, "files": [], "done": []}
+        read_facts(row, json.loads(facts) if facts else [])
+        told = {key: json.dumps(row[key]) if key in LISTS else row[key] for key in ADDED if key != "until"}
+        db.execute(f"UPDATE iterations SET {', '.join(f'{key} = ?' for key in told)} WHERE number = ?",
+                   [*told.values(), number])
+    db.execute("ALTER TABLE iterations DROP COLUMN facts")

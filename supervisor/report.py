@@ -2,20 +2,12 @@
 
     write_report(root)    writes root/report.html atomically and returns its path
 
-It reads what the keeper already keeps, and nothing else, so the page cannot disagree with it:
-the record (backups/record.sqlite: the iterations, and the ledger summed from its requests), backups/index.json
-and the snapshots it lists (each state's files, lines and tests; each landing's diff), pending_tasks.md and
-goal.md. Counting and diffing are the costly parts: each is done once (a folder listing's files, lines and
-tests; the diff of two snapshots; objects never change) and kept in backups/report-cache.json, which
-holds only what the last page used. The page is one file that needs no network: inline CSS (light and
-dark, phone and desktop), charts drawn here as inline SVG, <details> to fold, no script. Everything that
-came from the model or a person is escaped.
-It also reads that record for export.py (the landed history as a git repository).
+It renders the run as history.py reads it (the record, the snapshots, what each state measures, each landing's
+diff) with pending_tasks.md and goal.md, and nothing else, so the page cannot disagree with the keeper. The page
+is one file that needs no network: inline CSS (light and dark, phone and desktop), charts drawn here as inline
+SVG, <details> to fold, no script. Everything that came from the model or a person is escaped.
 """
-import difflib
-import functools
 import html
-import json
 import math
 import os
 import re
@@ -23,7 +15,8 @@ from bisect import bisect_left, bisect_right
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import record
+from . import history, journal, record
+from .history import OUTCOMES
 from .ledger import reached
 from .models import Models
 from .settings import NAMED, write_atomically
@@ -32,259 +25,11 @@ from .settings import NAMED, write_atomically
 FULL_CARDS = 200   # newest iterations shown in full (tasks, files, reason, output, diff); older ones as one row each
 OPEN_CARDS = 20    # of those, the newest shown unfolded
 EXCHANGE_CARDS = 20  # of those, the newest with a table of their requests
-DIFF_LINES = 300   # lines of one landing's diff shown; the snapshots hold the rest
 DIFF_OPEN = 40     # a diff of up to this many lines is shown unfolded
-CONTEXT = 2        # lines of context around each change in a diff
-DIFF_MARGIN = 20   # lines kept on either side of a change when the rest of a long file is set aside before
-                   # difflib, so that it pairs lines as it would on the whole file
 CHART_DAYS = 60    # the newest days in the requests chart
 STRIP_CELLS = 40   # the outcome strip is this many iterations wide at least (fewer leave room on the right)
 STRIP_MOST = 2_000  # and at most this many cells: past that, a cell stands for several iterations
 OLDER_ROWS = 500   # older iterations listed one row each; those before are reached with --show N
-OUTCOMES = tuple(kind.value for kind in record.Kind if kind is not record.Kind.OTHER)  # as an outcome's text begins
-STATE_KINDS = {"genesis": 1, "before": 1, "landed": 0, "by hand": 0}  # snapshots holding a state the codebase
-# was in, and how far before their iteration it stands (a before snapshot is the state the one before left)
-TEST_FILE = re.compile(r"(?:^|/)(?:test_[^/]*|[^/]*_test)\.py$")  # the files pytest collects by default
-TEST_DEF = re.compile(rb"^[ \t]*(?:async[ \t]+)?def[ \t]+test", re.M)  # a test function or method
-CACHE_VERSION = 1  # bump when the counting or the diffs change: the cache then starts over
-TASK = re.compile(r"^\s*[-*] \[([ xX])\] (.*)$")
-FAILURE = re.compile(r"\s*\[failure (\w+): (\d+) times? since ([^,\]]+), first after snapshot (\w*)\](.*)$")
-
-
-# --- reading the record -----------------------------------------------------------------------
-def read_iterations(root, whole=None, newest=None):
-    """The iterations of the record in order (only the `newest` few, when asked), each {number, time, heading_time,
-    outcome, kind, tasks, facts, output, restored, files, model, score, scores}; with `whole`, only the newest
-    `whole` have their tasks, facts and output (the others are shown as one row)."""
-    rows = record.iterations(root, last=newest, light=whole is not None)
-    if whole:
-        rows[-whole:] = record.iterations(root, last=whole)
-    return [{**section_of(row), "root": root} for row in rows]
-
-
-def section_of(row):
-    """What the page and the export read of an iteration's row."""
-    return {"number": row["number"], "time": record.heading_time(row), "heading_time": row["ended"] or "",
-            "outcome": row["outcome"], "kind": row["kind"] if row["kind"] in OUTCOMES else "other",
-            "tasks": row["tasks"], "facts": [tuple(fact) for fact in row["facts"]],
-            "output": row["output"].splitlines() if row["output"] else [], "restored": row["restored"],
-            "files": row["files"], "model": row["model"] or "", "score": row["score"], "scores": row["scores"]}
-
-
-def parse_time(text):
-    try:
-        return datetime.strptime(text.strip(), "%Y-%m-%d %H:%M:%S UTC").replace(tzinfo=timezone.utc)
-    except ValueError:
-        return None
-
-
-def fact(section, label):
-    """The value of a `- Label: value` line of a section, or ''."""
-    return next((value for name, value in section["facts"] if name == label), "")
-
-
-def files_changed(section, most=20):
-    """([(name, "new" | "deleted" | "", added, removed)], how many more), as the log's Files line names them."""
-    changed = [(name, "" if kind == "changed" else kind, added, removed) for name, kind, added, removed
-               in section["files"]]
-    return changed[:most], max(0, len(changed) - most)
-
-
-def model_of(section):
-    return section["model"]
-
-
-def read_index(root):
-    """The snapshots backups/index.json lists, oldest first (an unreadable index lists none)."""
-    try:
-        index = json.loads((root / "backups" / "index.json").read_text())
-        snapshots = index.get("snapshots", [])
-    except (OSError, ValueError, AttributeError):
-        return []
-    return [e for e in snapshots if isinstance(e, dict) and isinstance(e.get("id"), str)
-            and isinstance(e.get("iteration"), int) and "kind" in e and "time" in e
-            and (root / "backups" / f"{e['id']}.json").exists()]
-
-
-def object_path(root, sha):
-    return root / "backups" / "objects" / sha[:2] / sha[2:]
-
-
-def folders_of(root, entry):
-    """{folder: sha256 of its listing} of a snapshot; {} if it is gone."""
-    try:
-        return json.loads((root / "backups" / f"{entry['id']}.json").read_bytes())
-    except (OSError, ValueError):
-        return {}
-
-
-@functools.lru_cache(maxsize=2048)  # listings never change; this spares reading them for every page
-def read_listing(root, sha):
-    """A folder's listing, {name: sha256} (not to be changed)."""
-    try:
-        return json.loads(object_path(root, sha).read_bytes())
-    except (OSError, ValueError):
-        return {}
-
-
-def files_of(root, entry):
-    """{path: sha256} of a snapshot; {} if it is gone."""
-    return {folder + name: sha for folder, listing in folders_of(root, entry).items()
-            for name, sha in read_listing(root, listing).items()}
-
-
-def state_snapshots(snapshots):
-    """[(iteration after which the state stood, snapshot)] of the snapshots that hold a state, in that order."""
-    states = [(e["iteration"] - STATE_KINDS[e["kind"]], e) for e in snapshots if e["kind"] in STATE_KINDS]
-    return sorted(states, key=lambda pair: pair[0])
-
-
-def pair_landings(sections, snapshots):
-    """{landed iteration: (snapshot before it, snapshot after it)}, None where no snapshot kept holds it.
-    Before: the iteration's own start snapshot, else where the log says the codebase was. After: the
-    landing's own snapshot, else the first state kept from before the next landing."""
-    states, starts, pairs, current = state_snapshots(snapshots), {}, {}, None
-    for entry in snapshots:
-        if entry["kind"] in ("before", "genesis"):
-            starts.setdefault(entry["iteration"], entry)
-    by_id = {e["id"]: e for e in snapshots}
-    landed = [s["number"] for s in sections if s["kind"] == "landed"]
-    following = dict(zip(landed, landed[1:] + [float("inf")]))
-    for section in sections:
-        start = starts.get(section["number"]) or current
-        if section["kind"] == "landed":
-            current = state_after(states, section["number"], following[section["number"]])
-            pairs[section["number"]] = (start, current)
-        else:
-            current = by_id.get(section["restored"]) or start
-    return pairs
-
-
-def state_after(states, number, next_landing):
-    """The first state kept that stands after iteration `number` and before the next landing."""
-    at = bisect_left(states, number, key=lambda pair: pair[0])
-    return states[at][1] if at < len(states) and states[at][0] < next_landing else None
-
-
-def read_tasks(root):
-    """The tasks of pending_tasks.md in order, each {done, text, failure (a match or None), detail}."""
-    path = root / "pending_tasks.md"
-    tasks = []
-    for line in path.read_text("utf-8", "replace").splitlines() if path.exists() else []:
-        if found := TASK.match(line):
-            text, failure = found[2], FAILURE.search(found[2])
-            tasks.append({"done": found[1] != " ", "text": text[:failure.start()] if failure else text,
-                          "failure": failure, "detail": []})
-        elif tasks and line[:1].isspace() and line.strip():
-            tasks[-1]["detail"].append(line.strip())
-    return tasks
-
-
-# --- counting: files, lines and tests of a state, once per folder listing ----------------------
-def load_cache(root):
-    """{"folders": {listing sha: [files, lines, tests]}, "diffs": {digest>digest: lines}} of the last page."""
-    try:
-        cache = json.loads((root / "backups" / "report-cache.json").read_text())
-        if cache.get("version") == CACHE_VERSION:
-            return {"folders": dict(cache["folders"]), "diffs": dict(cache["diffs"])}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        pass
-    return {"folders": {}, "diffs": {}}
-
-
-def save_cache(root, cache):
-    write_atomically(root / "backups" / "report-cache.json",
-                     json.dumps({"version": CACHE_VERSION, **cache}, separators=(",", ":")))
-
-
-def measure(root, entry, known, used):
-    """(files, lines, tests) of a snapshot, or None if it is gone. `known` holds the counts of folder
-    listings from the last page; `used` gathers those of this one."""
-    folders = folders_of(root, entry)
-    if not folders:
-        return None
-    counts = [measure_folder(root, sha, known, used) for sha in folders.values()]
-    return tuple(sum(column) for column in zip(*counts))
-
-
-def measure_folder(root, sha, known, used):
-    if sha not in used:
-        used[sha] = known.get(sha) or [0, 0, 0]
-        if sha not in known:
-            for name, content in read_listing(root, sha).items():
-                lines, tests = measure_file(root, content)
-                used[sha] = [used[sha][0] + 1, used[sha][1] + lines,
-                             used[sha][2] + (tests if TEST_FILE.search(name) else 0)]
-    return used[sha]
-
-
-@functools.lru_cache(maxsize=4096)  # contents never change; a folder counted again reads only what is new
-def measure_file(root, sha):
-    """(lines, test functions) of a content object; (0, 0) if it is gone."""
-    try:
-        data = object_path(root, sha).read_bytes()
-    except OSError:
-        return 0, 0
-    return data.count(b"\n"), len(TEST_DEF.findall(data))
-
-
-def measure_states(root, snapshots, known, used):
-    """{snapshot id: (files, lines, tests)} of every state kept."""
-    counts = {e["id"]: measure(root, e, known, used) for _, e in state_snapshots(snapshots)}
-    return {sid: found for sid, found in counts.items() if found}
-
-
-# --- diffs --------------------------------------------------------------------------------------
-def diff_landings(root, sections, pairs, known, used):
-    """{iteration: (before, after, diff lines)} of the landings among the newest FULL_CARDS iterations
-    whose snapshots are kept; a diff of two snapshots never changes, so it is cached by their digests."""
-    diffs = {}
-    for section in sections[-FULL_CARDS:]:
-        before, after = pairs.get(section["number"], (None, None))
-        if before and after and before["id"] != after["id"]:
-            key = f"{before.get('digest') or before['id']}>{after.get('digest') or after['id']}"
-            used[key] = known.get(key) or used.get(key) or diff_snapshots(root, before, after)
-            diffs[section["number"]] = (before, after, used[key])
-    return diffs
-
-
-def diff_snapshots(root, before, after):
-    """Unified diff lines from one snapshot to the next (at most DIFF_LINES, then a line saying so)."""
-    old, new = folders_of(root, before), folders_of(root, after)
-    lines = []
-    for folder in sorted(old.keys() | new.keys()):
-        if old.get(folder) != new.get(folder):
-            was = read_listing(root, old[folder]) if folder in old else {}
-            now = read_listing(root, new[folder]) if folder in new else {}
-            for name in sorted(was.keys() | now.keys()):
-                if was.get(name) != now.get(name):
-                    lines += diff_file(root, folder + name, was.get(name), now.get(name))
-    cut = len(lines) - DIFF_LINES
-    return lines[:DIFF_LINES] + ([f"… {cut} more line(s): see snapshots {before['id']} and {after['id']}"]
-                                 if cut > 0 else [])
-
-
-def diff_file(root, path, old, new):
-    """The unified diff of one file. The lines both versions begin and end with are set aside first
-    (difflib is slow on a long file, and most changes touch a small part of it)."""
-    a, b = text_of(root, old), text_of(root, new)
-    if a is None or b is None:
-        return [f"Binary file {path} differs"]
-    same = len(os.path.commonprefix([a, b]))
-    start = max(0, same - DIFF_MARGIN)
-    end = max(0, len(os.path.commonprefix([a[same:][::-1], b[same:][::-1]])) - DIFF_MARGIN)
-    lines = difflib.unified_diff(a[start:len(a) - end], b[start:len(b) - end], f"a/{path}" if old else "/dev/null",
-                                 f"b/{path}" if new else "/dev/null", n=CONTEXT, lineterm="")
-    return [re.sub(r"(?<=[-+])\d+", lambda m: str(int(m[0]) + start), line, count=2) if line.startswith("@@")
-            else line for line in lines]
-
-
-def text_of(root, sha):
-    """The lines of a content object; [] for none, None if it is not text."""
-    try:
-        return object_path(root, sha).read_bytes().decode("utf-8").splitlines() if sha else []
-    except (OSError, UnicodeDecodeError):
-        return None
 
 
 # --- the page -----------------------------------------------------------------------------------
@@ -292,18 +37,10 @@ def write_report(root, quotas=None):
     """Write root/report.html from the record (atomically); its path. `quotas`: {model: requests a day},
     by default as models.py knows them."""
     root = Path(root)
-    sections, snapshots, ledger = read_iterations(root, FULL_CARDS, FULL_CARDS + OLDER_ROWS), read_index(root), \
-        record.ledger(root)
-    overall = record.summary(root, STRIP_MOST)  # every iteration, counted by the record: flat whatever the history
-    known, used = load_cache(root), {"folders": {}, "diffs": {}}
-    counts = measure_states(root, snapshots, known["folders"], used["folders"])
-    pairs = pair_landings(sections, snapshots)
-    diffs = diff_landings(root, sections, pairs, known["diffs"], used["diffs"])
-    if used != known:
-        save_cache(root, used)
-    quotas = daily_quotas(root, {model for models in ledger.values() for model in models}) if quotas is None else quotas
-    write_atomically(root / "report.html", render_page(root, sections, overall, snapshots, counts, pairs, diffs, ledger,
-                                                       quotas))
+    run = history.read(root, FULL_CARDS, FULL_CARDS + OLDER_ROWS, STRIP_MOST, diffs=FULL_CARDS)
+    quotas = daily_quotas(root, {model for models in run.ledger.values() for model in models}) if quotas is None \
+        else quotas
+    write_atomically(root / "report.html", render_page(run, quotas))
     return root / "report.html"
 
 
@@ -319,31 +56,16 @@ def daily_quotas(root, names):
     return {name: known.get(name)["rpd"] for name in names if said(name) and known.get(name)["rpd"] < float("inf")}
 
 
-def render_page(root, sections, overall, snapshots, counts, pairs, diffs, ledger, quotas):
-    now, goal = now_state(sections, snapshots, pairs, counts), NAMED.get("goal.md", root / "goal.md")  # --goal's
+def render_page(run, quotas):
+    now, goal = run.now(), NAMED.get("goal.md", run.root / "goal.md")  # --goal's
     body = [render_goal(goal.read_text("utf-8", "replace") if goal.exists() else ""),
-            render_glance(overall, ledger, counts.get(now["id"]) if now else None, now),
-            render_growth(overall, snapshots, counts),
-            render_requests(ledger, quotas),
-            render_tasks(read_tasks(root)),
-            render_timeline(sections, diffs, overall["total"])]
+            render_glance(run.overall, run.ledger, run.counts.get(now["id"]) if now else None, now),
+            render_growth(run.overall, run.snapshots, run.counts),
+            render_requests(run.ledger, quotas),
+            render_tasks(journal.parse_tasks(journal.read_tasks(run.root / "pending_tasks.md"))),
+            render_timeline(run.sections, run.diffs, run.overall["total"])]
     made = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return PAGE.format(style=STYLE, made=made, body="\n".join(body))
-
-
-def now_state(sections, snapshots, pairs, counts):
-    """The snapshot that holds the codebase as the last iteration left it, or a person restored it since (or the
-    newest state kept)."""
-    last = sections[-1] if sections else None
-    by_id = {e["id"]: e for e in snapshots}
-    found = by_id.get(last["restored"]) if last else None
-    if last and last["kind"] == "landed":
-        found = pairs.get(last["number"], (None, None))[1]
-    chosen = max((e for e in snapshots if isinstance(e.get("chosen"), str)), key=lambda e: e["chosen"], default=None)
-    if chosen and (not last or chosen["chosen"] >= last["heading_time"]):  # --restore ID, --reset: after the last
-        found = chosen
-    states = [e for _, e in state_snapshots(snapshots) if e["id"] in counts]
-    return found if found and found["id"] in counts else states[-1] if states else None
 
 
 PAGE = """<!doctype html>
@@ -361,9 +83,10 @@ after every iteration.</p></header>
 
 STYLE = """
 :root{--bg:#fff;--fg:#1f2328;--muted:#59636e;--line:#d1d9e0;--card:#f6f8fa;--landed:#1a7f37;--rolled:#cf222e;
---waiting:#9a6700;--nochange:#6e7781;--stopped:#8250df;--other:#6e7781;--accent:#0969da;--add:#dafbe1;--del:#ffebe9}
+--waiting:#9a6700;--nochange:#6e7781;--stopped:#8250df;--tampered:#bf3989;--other:#6e7781;--accent:#0969da;--add:#dafbe1;--del:#ffebe9}
 @media (prefers-color-scheme:dark){:root{--bg:#0d1117;--fg:#e6edf3;--muted:#9198a1;--line:#3d444d;--card:#151b23;
---landed:#3fb950;--rolled:#f85149;--waiting:#d29922;--nochange:#9198a1;--stopped:#ab7df8;--other:#9198a1;
+--landed:#3fb950;--rolled:#f85149;--waiting:#d29922;--nochange:#9198a1;--stopped:#ab7df8;--tampered:#db61a2;
+--other:#9198a1;
 --accent:#4493f8;--add:#12361f;--del:#4a1d20}}
 *{box-sizing:border-box}
 body{margin:0 auto;max-width:1120px;padding:12px 16px 40px;background:var(--bg);color:var(--fg);
@@ -373,7 +96,7 @@ h3{font-size:1em;margin:1em 0 .3em}
 a{color:var(--accent)}nav a{margin-right:.8em;white-space:nowrap}.muted{color:var(--muted);font-size:.9em}
 code,pre{font:12.5px/1.45 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
 pre{background:var(--card);border:1px solid var(--line);border-radius:6px;padding:8px;overflow-x:auto;margin:.4em 0;
-overflow-wrap:normal}
+overflow-wrap:normal}pre.diff{white-space:pre-wrap;overflow-wrap:anywhere}
 .goal{background:var(--card);border-radius:6px;padding:2px 12px}.goal pre{background:var(--bg)}
 .tiles{display:grid;grid-template-columns:repeat(auto-fill,minmax(105px,1fr));gap:6px}
 .tile{background:var(--card);border:1px solid var(--line);border-radius:6px;padding:6px 10px}
@@ -388,7 +111,7 @@ svg .bars{fill:var(--accent)}svg .quota{stroke:var(--rolled);stroke-dasharray:4 
 .key{font-size:.85em;color:var(--muted)}.key span{white-space:nowrap}
 .key i{display:inline-block;width:10px;height:10px;margin:0 4px 0 10px}
 svg.strip{height:16px;margin-top:10px}svg .cell{fill:var(--c);stroke:none}
-table{border-collapse:collapse;font-size:.9em;width:100%;overflow-wrap:normal}
+table{border-collapse:collapse;font-size:.9em;width:100%;overflow-wrap:normal}pre.diff{white-space:pre-wrap;overflow-wrap:anywhere}
 td,th{text-align:left;padding:3px 8px 3px 0;border-bottom:1px solid var(--line);vertical-align:top}
 td.num,th.num{text-align:right}
 td:nth-child(-n+2),.when{white-space:nowrap}
@@ -396,7 +119,7 @@ td:nth-child(-n+2),.when{white-space:nowrap}
 details.it{border:1px solid var(--line);border-left:5px solid var(--other);border-radius:6px;margin:6px 0;
 background:var(--bg)}details.it>summary{padding:6px 10px;cursor:pointer}details.it>div{padding:0 12px 8px}
 .landed{--c:var(--landed)}.rolled{--c:var(--rolled)}.waiting{--c:var(--waiting)}.nochange{--c:var(--nochange)}
-.stopped{--c:var(--stopped)}.other{--c:var(--other)}details.it{border-left-color:var(--c)}
+.stopped{--c:var(--stopped)}.tampered{--c:var(--tampered)}.other{--c:var(--other)}details.it{border-left-color:var(--c)}
 .badge{color:var(--c);font-weight:600}.n{font-weight:600}
 ins{color:var(--landed);text-decoration:none}del{color:var(--rolled);text-decoration:none}
 .d-add,.d-del{display:inline-block;min-width:100%}.d-add{background:var(--add)}.d-del{background:var(--del)}
@@ -468,7 +191,7 @@ def render_glance(overall, ledger, now, state):
     uses = [use for models in ledger.values() for use in models.values()]
     tokens = sum(use.get(k, 0) for use in uses for k in ("prompt", "output", "thinking"))
     tiles = [(f"{overall['total']:,}", "iterations")] + [(f"{kinds[k]:,}", k) for k in OUTCOMES if kinds[k]]
-    tiles += [(running_for(overall), "running"), (f"{sum(u.get('requests', 0) for u in uses):,}", "requests"),
+    tiles += [(running_for(overall), "running"), (f"{sum(map(reached, uses)):,}", "requests"),
               (f"{tokens / 1e6:.1f} M" if tokens >= 1e6 else f"{tokens:,}", "tokens")]
     if now:
         tiles += [(f"{now[0]:,}", "files now"), (f"{now[1]:,}", "lines now"), (f"{now[2]:,}", "tests now")]
@@ -476,7 +199,8 @@ def render_glance(overall, ledger, now, state):
     return ('<section id="glance"><h2>At a glance</h2><div class="tiles">'
             + "".join(f'<div class="tile"><b>{value}</b><span>{esc(label)}</span></div>' for value, label in tiles)
             + f'</div>{draw_outcomes(overall)}<p class="muted">Requests and tokens are from the ledger '
-              f'(the requests in the record).{where}</p></section>')
+              f'(the requests in the record that may have reached a model: as its quota counts them).{where}</p>'
+              '</section>')
 
 
 def draw_outcomes(overall):
@@ -484,7 +208,7 @@ def draw_outcomes(overall):
     STRIP_MOST iterations, a cell stands for several and shows the best that happened in them."""
     if not overall["total"]:
         return ""
-    kinds = [(*OUTCOMES, "other")[rank] for rank in overall["strip"]]  # ranked in record.Kind's order
+    kinds = [(*OUTCOMES, "other")[rank] for rank in overall["strip"]]  # ranked in Outcome's order
     width, gap = max(len(kinds), STRIP_CELLS), 0.2 if len(kinds) <= STRIP_CELLS else 0
     cells = {}
     for n, kind in enumerate(kinds):
@@ -503,7 +227,9 @@ def running_for(overall):
     seconds = (times[-1] - times[0]).total_seconds() if len(times) == 2 and all(times) else 0
     if seconds >= 2 * 86400:
         return f"{seconds / 86400:.0f} days"
-    return f"{seconds / 3600:.0f} hours" if seconds >= 2 * 3600 else f"{seconds / 60:.0f} min"
+    if seconds >= 2 * 3600:
+        return f"{seconds / 3600:.0f} hours"
+    return f"{seconds / 60:.0f} min" if seconds >= 60 else "under a minute"
 
 
 # --- charts, drawn as inline SVG -----------------------------------------------------------------
@@ -552,17 +278,25 @@ def draw_growth(points, marks, last):
     return (f'<svg viewBox="0 0 {W} {H}" role="img">{y_axis(top)}'
             f'<path class="area" d="{line}V{BOTTOM}H{x(points[0][0]):.1f}Z"/><path class="line" d="{line}"/>'
             + "".join(f'<path class="{kind}" d="{d}"/>' for kind, d in ticks.items() if d)
-            + f'<text x="{LEFT}" y="{H - 8}">0</text><text x="{x(last):.1f}" y="{H - 8}" text-anchor="end">{last:,}'
-              f'</text>'
-              f'<text x="{(LEFT + x(last)) / 2:.1f}" y="{H - 8}" text-anchor="middle">iteration</text></svg>')
+            + "".join(f'<text x="{x(n):.1f}" y="{H - 22}" text-anchor="{anchor}">{n:,}</text>'
+                      for n, anchor in x_ticks(last))
+            + f'<text x="{(LEFT + x(last)) / 2:.1f}" y="{H - 6}" text-anchor="middle">iteration</text></svg>')
+
+
+def x_ticks(last):
+    """Where the iteration axis is labelled: its ends, and between them at a round step (at most five labels)."""
+    step = nice_top(last / 4) if last >= 4 else last or 1
+    inner = [n for n in range(step, last, step) if last - n >= step / 2]
+    return [(0, "start"), *((n, "middle") for n in inner), (last, "end")]
 
 
 def render_growth(overall, snapshots, counts):
     """Files, lines and tests of each state kept, over the iterations, with landings and rollbacks marked."""
-    points = [(at, counts[e["id"]]) for at, e in state_snapshots(snapshots) if e["id"] in counts]
+    points = [(at, counts[e["id"]]) for at, e in history.state_snapshots(snapshots) if e["id"] in counts]
     if not points:
         return '<section id="growth"><h2>Growth</h2><p>No snapshot is kept yet.</p></section>'
     marks = {"landed": overall["marks"]["landed"], "rolled": overall["marks"]["rolled back"]}
+    pruned = len(points) < overall["kinds"].get("landed", 0) + 1  # genesis and each landing, when all are kept
     last = max([overall["high"]] + [at for at, _ in points] + [1])
     charts = [f'<figure><figcaption>{title}: <b>{points[-1][1][column]:,}</b></figcaption>'
               f'{draw_growth([(at, c[column]) for at, c in points], marks, last)}</figure>'
@@ -573,8 +307,8 @@ def render_growth(overall, snapshots, counts):
                       f'{draw_growth(scores, marks, last)}</figure>')
     return ('<section id="growth"><h2>Growth</h2><div class="charts">' + "".join(charts) + '</div>'
             '<p class="key"><span><i style="background:var(--landed)"></i>landed</span> <span><i style="background:'
-            f'var(--rolled)"></i>rolled back</span> — from the {len(points)} snapshot(s) kept; older ones are '
-            'pruned, the record keeps every iteration.</p></section>')
+            f'var(--rolled)"></i>rolled back</span> — from the {len(points)} snapshot(s) kept'
+            + ('; older ones are pruned, the record keeps every iteration' if pruned else '') + '.</p></section>')
 
 
 def draw_bars(days, values, quota):
@@ -588,7 +322,7 @@ def draw_bars(days, values, quota):
                    for n, v in enumerate(values) if v)
     line = f'<path class="quota" d="M{LEFT} {y(shown):.1f}H{RIGHT}"/>' if shown else ""
     if quota:
-        line += (f'<text x="{RIGHT}" y="{y(shown) + 13 if shown else TOP + 4:.1f}" text-anchor="end">quota {quota} '
+        line += (f'<text x="{RIGHT}" y="{y(shown) + 13 if shown else TOP + 4:.1f}" text-anchor="end">quota {quota:,} '
                  f'a day{"" if shown else ", far above"}</text>')
     ends = (f'<text x="{LEFT}" y="{H - 30}">{esc(days[0][5:])}</text>'
             f'<text x="{RIGHT}" y="{H - 30}" text-anchor="end">{esc(days[-1][5:])}</text>') if len(days) > 1 else \
@@ -606,7 +340,7 @@ def render_requests(ledger, quotas):
     unreached = lambda model: sum(ledger[d].get(model, {}).get("requests", 0) - counted(d, model) for d in days)
     charts = [f'<figure><figcaption><code>{esc(m)}</code>: {sum(counted(d, m) for d in days):,} request(s)'
               f'{f" (and {unreached(m):,} that never reached it)" if unreached(m) else ""}'
-              f'{f", quota {quotas[m]} a day" if m in quotas else ""}</figcaption>'
+              f'{f", quota {quotas[m]:,} a day" if m in quotas else ""}</figcaption>'
               f'{draw_bars(days, [counted(d, m) for d in days], quotas.get(m))}</figure>' for m in models]
     return (f'<section id="requests"><h2>Requests per day</h2><p class="muted">Pacific days, {esc(days[0])} to '
             f'{esc(days[-1])}; the requests that may have reached the model, as its daily quota counts them.</p>'
@@ -616,25 +350,30 @@ def render_requests(ledger, quotas):
 
 def render_costs(ledger, models):
     """A table of what each model cost over the whole ledger: requests, tokens, requests wasted."""
-    total = lambda model, keys: sum(ledger[day].get(model, {}).get(key, 0) for day in ledger for key in keys)
-    wasted = lambda model: sum(sum(ledger[day].get(model, {}).get("wasted", {}).values()) for day in ledger)
-    rows = "".join(f'<tr><td><code>{esc(m)}</code></td><td class="num">{total(m, ["requests"]):,}</td>'
+    uses = lambda model: [ledger[day].get(model, {}) for day in ledger]
+    total = lambda model, keys: sum(use.get(key, 0) for use in uses(model) for key in keys)
+    sent = lambda model: sum(map(reached, uses(model)))
+    unreached = lambda model: total(model, ["requests"]) - sent(model)
+    wasted = lambda model: sum(sum(use.get("wasted", {}).values()) for use in uses(model)) - unreached(model)
+    rows = "".join(f'<tr><td><code>{esc(m)}</code></td><td class="num">{sent(m):,}</td>'
                    f'<td class="num">{total(m, ["prompt", "output", "thinking"]):,}</td>'
-                   f'<td class="num">{wasted(m):,}</td></tr>' for m in models)
+                   f'<td class="num">{wasted(m):,}</td><td class="num">{unreached(m):,}</td></tr>' for m in models)
     return ('<div class="scroll"><table><tr><th>model</th><th class="num">requests</th><th class="num">tokens</th>'
-            f'<th class="num">wasted</th></tr>{rows}</table></div><p class="muted"><b>requests</b>: calls made to the '
-            'model, answered or not; <b>tokens</b>: prompt, answer and thinking together; <b>wasted</b>: requests '
+            f'<th class="num">wasted</th><th class="num">never reached it</th></tr>{rows}</table></div><p '
+            'class="muted"><b>requests</b>: calls that may have reached the model (as its quota counts them), '
+            'answered or not; <b>tokens</b>: prompt, answer and thinking together; <b>wasted</b>: of those, requests '
             'that brought nothing that landed: refused (a per-minute or daily limit, an error) or answered with a '
-            'change that did not land (it failed the gate, or had nothing to apply). Each reason is counted in '
-            'the record (backups/record.sqlite).</p>')
+            'change that did not land (it failed the gate, or had nothing to apply); <b>never reached it</b>: '
+            'requests the network kept from the model, beside the quota. Each reason is counted in the record '
+            '(backups/record.sqlite).</p>')
 
 
 # --- tasks and the timeline ------------------------------------------------------------------------
 def render_tasks(tasks):
     """A person's open tasks, the failure memory with its counts, and the tasks done (newest first)."""
-    mine = [t for t in tasks if not t["done"] and not t["failure"]]
-    failures = [t for t in tasks if not t["done"] and t["failure"]]
-    done = [t for t in reversed(tasks) if t["done"]]
+    mine = [t for t in tasks if not t.done and not t.failure]
+    failures = [t for t in tasks if not t.done and t.failure]
+    done = [t for t in reversed(tasks) if t.done]
     parts = ['<section id="tasks"><h2>Tasks</h2>',
              f'<h3>Open ({len(mine)})</h3>' + task_list(mine, "No open task: add one to pending_tasks.md as "
                                                                 "<code>- [ ] what to do</code>."),
@@ -648,7 +387,12 @@ def render_tasks(tasks):
 def task_list(tasks, empty):
     if not tasks:
         return f"<p>{empty}</p>"
-    return "<ul>" + "".join(f"<li>{esc(t['text'])}{render_detail(t['detail'])}</li>" for t in tasks) + "</ul>"
+    return "<ul>" + "".join(f"<li>{esc(said_of(t))}{render_detail(t.detail)}</li>" for t in tasks) + "</ul>"
+
+
+def said_of(task):
+    """What a task says, without the keeper's failure bracket."""
+    return " ".join(task.failure.string[:task.failure.start()].split()) if task.failure else task.text
 
 
 def render_detail(lines, label="details"):
@@ -656,10 +400,11 @@ def render_detail(lines, label="details"):
 
 
 def render_failure(task):
-    _, times, since, after, rest = task["failure"].groups()
-    return (f'<div class="fact"><span class="count" title="times">×{esc(times)}</span>{esc(task["text"])}'
-            f'<span class="muted"> — since {esc(since)}, first after snapshot {esc(after)}{esc(rest)}</span>'
-            f'{render_detail(task["detail"], "its output")}</div>')
+    failure = task.failure
+    return (f'<div class="fact"><span class="count" title="times">×{esc(failure[2])}</span>{esc(said_of(task))}'
+            f'<span class="muted"> — since {esc(failure[3])}, {esc(failure[4])}{esc(failure.string[failure.end():])}'
+            '</span>'
+            f'{render_detail(task.detail, "its output")}</div>')
 
 
 def render_timeline(sections, diffs, total):
@@ -680,7 +425,7 @@ def render_timeline(sections, diffs, total):
 
 
 def render_row(section):
-    changed, more = files_changed(section)
+    changed, more = history.files_changed(section)
     files = ", ".join(name for name, *_ in changed[:4]) + (" …" if len(changed) > 4 or more else "")
     return (f'<tr class="{outcome_class(section["kind"])}"><td>{section["number"]}</td>'
             f'<td>{esc(section["heading_time"][:16])}</td><td class="badge">{esc(section["outcome"])}</td>'
@@ -690,7 +435,7 @@ def render_row(section):
 def render_card(section, diff, unfolded, exchanges=False):
     """One iteration: outcome, tasks, files with +/-, what the log says, its output, a landing's diff, and its
     requests (for the newest; else the command that shows them)."""
-    changed, more = files_changed(section)
+    changed, more = history.files_changed(section)
     summary = (f'<summary><span class="n">#{section["number"]}</span> <span class="badge">{esc(section["outcome"])}'
                f'</span> <span class="muted when">{esc(section["heading_time"])}</span></summary>')
     tasks = "<ol class=\"tasks\">" + "".join(f"<li>{esc(t)}</li>" for t in section["tasks"]) + "</ol>"
@@ -730,7 +475,7 @@ def render_diff(diff):
     shown = "\n".join(f'<span class="{diff_class(line)}">{esc(line)}</span>' if diff_class(line) else esc(line)
                       for line in lines)
     return (f'<details{" open" if len(lines) <= DIFF_OPEN else ""}><summary>diff, snapshot {esc(before["id"])} → '
-            f'{esc(after["id"])} ({len(lines)} line(s))</summary><pre>{shown}</pre></details>')
+            f'{esc(after["id"])} ({len(lines)} line(s))</summary><pre class="diff">{shown}</pre></details>')
 
 
 def diff_class(line):

@@ -3,6 +3,7 @@
 Every part of the keeper imports this; it imports none of them. Settings come from the environment, after
 the workspace's .env is read (real environment variables win), so a value in .env counts everywhere.
 """
+import difflib
 import io
 import json
 import logging
@@ -21,6 +22,7 @@ def read_dotenv(path):
     editor: a byte-order mark is fine; a file that is not UTF-8 text, or a line that is not NAME=value, is a
     problem said in one line (python-dotenv's own warnings are not shown), never raised."""
     from dotenv import load_dotenv  # fallback.py checks that it is installed before importing this
+    from dotenv.parser import parse_stream
     try:
         text = path.read_bytes().decode("utf-8-sig")
     except FileNotFoundError:
@@ -30,6 +32,7 @@ def read_dotenv(path):
         PROBLEMS.append(f"cannot read .env ({why}): save it as UTF-8 text, one NAME=value a line")
         return
     PROBLEMS.extend(unreadable_lines(text))
+    WRITTEN.update(binding.key for binding in parse_stream(io.StringIO(text)) if binding.key)
     quiet = logging.getLogger("dotenv.main")
     quiet.disabled, was = True, quiet.disabled  # each line it cannot parse is said above, with its number
     try:
@@ -56,6 +59,35 @@ def unreadable_lines(text):
     return problems
 
 
+KNOWN = {  # every setting the keeper reads (a test holds this list to the code), each in docs/settings.md
+    "GEMINI_API_KEY", "GEMINI_MODEL", "GEMINI_LIMITS", "GEMINI_API_BASE", "OPENAI_BASE_URL", "OPENAI_API_KEY",
+    "OPENAI_MODEL", "OPENAI_CONTEXT_TOKENS", "BACKUPS_KEEP", "SEED_BACKOFF", "SEED_BACKUPS_MB", "SEED_CPU_SECONDS",
+    "SEED_EVALUATE_SECONDS", "SEED_FAULT_PAUSE", "SEED_FILE_MB", "SEED_FULL_GATE_EVERY", "SEED_GATE_SECONDS",
+    "SEED_KEEP_DAILY_DAYS", "SEED_KEEP_LANDED_DAYS", "SEED_LANDING_FILES", "SEED_LANDING_MB", "SEED_LOG_MB",
+    "SEED_MEMORY_MB", "SEED_NAMESPACES", "SEED_OPEN_FILES", "SEED_PARALLEL_FROM", "SEED_PROCESSES",
+    "SEED_PROMPT_TOKENS", "SEED_RATCHET", "SEED_REQUESTS_PER_RUN", "SEED_SANDBOX", "SEED_SCORE_TOLERANCE",
+    "SEED_SHM_MB", "SEED_WORK_FILES", "SEED_WORK_MB"}
+OURS = ("GEMINI_", "OPENAI_", "SEED_", "BACKUPS_")  # the prefixes of the keeper's settings
+WRITTEN = set()  # the names .env sets
+
+
+def unknown_settings(environ):
+    """A line for each setting of the keeper's kind that it does not know: every such name in .env (a typo there is
+    a setting silently lost), and a name in the environment only when it looks like a known one; with the known
+    setting it resembles. A key with a space inside is one too (no key has one)."""
+    problems = []
+    for name in sorted({n for n in environ if n.startswith(OURS)} - KNOWN):
+        like = difflib.get_close_matches(name, KNOWN, n=1, cutoff=0.75)
+        if name in WRITTEN or like:
+            where = ".env" if name in WRITTEN else "the environment"
+            problems.append(f"{name} in {where} is not a setting the keeper knows" + (f": did you mean {like[0]}?" if
+                            like else " (docs/settings.md lists them): remove it or fix its name"))
+    for name in ("GEMINI_API_KEY", "OPENAI_API_KEY"):
+        if len(environ.get(name, "").strip().split()) > 1:
+            problems.append(f"{name} has a space inside it: copy the key again, whole, as one word")
+    return problems
+
+
 def number(name, default, least, kind=int):
     """A numeric setting from the environment; a value that is not a number, or below `least`, is a problem."""
     text = os.environ.get(name, "").strip().replace("_", "")
@@ -71,6 +103,7 @@ def number(name, default, least, kind=int):
 
 
 read_dotenv(ROOT / ".env")
+PROBLEMS.extend(unknown_settings(os.environ))
 
 BACKUPS = ROOT / "backups"
 INDEX = BACKUPS / "index.json"          # the snapshots, which are known good, the iteration count
@@ -186,4 +219,18 @@ def load_json(path):
 
 
 def utc_now():
-    return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    """Now, the one kind of time the keeper works with: an aware datetime in UTC."""
+    return datetime.now(timezone.utc)
+
+
+def stamp(moment):
+    """A time as the keeper writes it in its files and the record: "2026-11-25 18:00:00 UTC"."""
+    return f"{moment:%Y-%m-%d %H:%M:%S} UTC"
+
+
+def read_stamp(text):
+    """A time the keeper wrote (stamp), as a datetime; None when it is not one."""
+    try:
+        return datetime.strptime(text.strip(), "%Y-%m-%d %H:%M:%S UTC").replace(tzinfo=timezone.utc)
+    except (AttributeError, ValueError):
+        return None

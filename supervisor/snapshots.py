@@ -7,6 +7,7 @@ objects out, so editing the codebase never changes a backup. backups/index.json 
 time, iteration, kind, known good, digest, file count). The codebase is every file of the folder but the
 keeper's and the person's (settings.NOT_YOURS) and names that start with ".".
 """
+import functools
 import gzip
 import hashlib
 import json
@@ -15,12 +16,13 @@ import shutil
 import time
 from collections import Counter, OrderedDict
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 from .console import say
 from .untrusted import plain_text
 from .settings import (BACKUPS, BACKUPS_BYTES, GUARDED, INDEX, KEEP_DAILY_DAYS, KEEP_GOOD, KEEP_LANDED_DAYS,
                        KEEP_LAST, NOT_CODE, OBJECTS, RESTORING, ROOT,
-                       STEERING, utc_now, write_atomically)
+                       STEERING, stamp, utc_now, write_atomically)
 
 
 def codebase_files(root=ROOT):
@@ -197,6 +199,59 @@ def files_of(entry):
 newest = {}  # snapshot id -> its files, for the snapshot taken or read last (an iteration's start)
 
 
+class Reader:
+    """A workspace's snapshots as a view reads them (the page, the export, a comparison, a fork): any workspace's,
+    read only, and what is gone or unreadable reads as nothing. The keeper's own reading and writing is the
+    functions above."""
+
+    def __init__(self, root):
+        self.backups = Path(root) / "backups"
+
+    def snapshots(self):
+        """The snapshots backups/index.json lists, oldest first (an unreadable index lists none)."""
+        try:
+            listed = json.loads((self.backups / "index.json").read_text()).get("snapshots", [])
+        except (OSError, ValueError, AttributeError):
+            return []
+        return [e for e in listed if isinstance(e, dict) and isinstance(e.get("id"), str)
+                and isinstance(e.get("iteration"), int) and "kind" in e and "time" in e
+                and (self.backups / f"{e['id']}.json").exists()]
+
+    def object_path(self, sha):
+        return self.backups / "objects" / sha[:2] / sha[2:]
+
+    def read(self, sha):
+        """A content object's bytes, or None if it is gone."""
+        try:
+            return self.object_path(sha).read_bytes()
+        except OSError:
+            return None
+
+    def folders_of(self, entry):
+        """{folder: sha256 of its listing} of a snapshot; {} if it is gone."""
+        try:
+            return json.loads((self.backups / f"{entry['id']}.json").read_bytes())
+        except (OSError, ValueError):
+            return {}
+
+    def listing(self, sha):
+        """A folder's listing, {name: sha256} (not to be changed: listings never change, so they are kept)."""
+        return listing_of(self.backups, sha)
+
+    def files_of(self, entry):
+        """{path: sha256} of a snapshot; {} if it is gone."""
+        return {folder + name: sha for folder, listing in self.folders_of(entry).items()
+                for name, sha in self.listing(listing).items()}
+
+
+@functools.lru_cache(maxsize=2048)  # listings never change; this spares reading them for every page
+def listing_of(backups, sha):
+    try:
+        return json.loads((backups / "objects" / sha[:2] / sha[2:]).read_bytes())
+    except (OSError, ValueError):
+        return {}
+
+
 def snapshot(index, kind, iteration, root=ROOT, files=None):
     """The index entry of a snapshot of the codebase in root as it is now (or of `files`, {path: sha256} whose
     objects are stored, when the caller knows them); made only if no snapshot has it."""
@@ -218,7 +273,7 @@ def snapshot(index, kind, iteration, root=ROOT, files=None):
     sid = f"{max(taken, default=0) + 1:04d}"
     write_atomically(BACKUPS / f"{sid}.json", listing)
     newest[sid] = files
-    entry = {"id": sid, "time": utc_now(), "iteration": iteration, "kind": kind, "good": False,
+    entry = {"id": sid, "time": stamp(utc_now()), "iteration": iteration, "kind": kind, "good": False,
              "digest": digest, "count": len(files)}
     index["snapshots"].append(entry)
     save_index(index)

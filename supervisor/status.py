@@ -4,28 +4,30 @@ Neither makes a generation request: --status reads the record (backups/record.sq
 requests), the tasks, the gateway's memory and backups/; --models asks the API (or the local server) which
 models it offers.
 """
+import json
 import os
-import re
 import sys
 from datetime import datetime, timezone
 
-from . import backends, record
+from . import backends, journal, record
 from .console import printable
 from .ledger import pacific_day, reached
-from .settings import BACKUPS, INDEX, QUOTA, ROOT, TASKS, load_json
+from .settings import BACKUPS, INDEX, QUOTA, ROOT, load_json
 from .snapshots import current, load_index, retention, run_worked
 
 
 def show_status(holder):
     """What a person wants to know at a glance; makes no model request."""
-    print(f"supervisor: running (pid {holder})" if holder else "supervisor: not running")
-    count, rows = record.count(ROOT), record.iterations(ROOT, last=5)
-    print(f"iterations: {count} logged" + ("; the last ones:" if rows else ""))
+    print(f"keeper: running (pid {holder})" if holder else "keeper: not running")
+    count, rows, told = record.count(ROOT), record.iterations(ROOT, last=5), journal.last_logged_iteration()
+    print(f"iterations: {count} recorded" + ("; the last ones:" if rows else "") + (
+        f" (iteration_log.md tells of {told}: backups/, which holds the record, was deleted or moved)"
+        if not count and told else ""))
     for row in rows:
         score = f" (score {row['score']:g})" if row["score"] is not None else ""
         heading = f"Iteration {row['number']} — {row['ended']} — {row['outcome']}{score}"
         print(f"  {printable(heading)}")
-    tasks = re.findall(r"^\s*[-*] \[ \] (.*)$", TASKS.read_text("utf-8", "replace"), re.M) if TASKS.exists() else []
+    tasks = [task.text for task in journal.parse_tasks(journal.read_tasks()) if not task.done]
     print(f"pending tasks: {len(tasks)} open")
     for task in tasks[:5]:
         print(f"  - {printable(task[:100])}")
@@ -48,6 +50,8 @@ def show_status(holder):
 def where_it_stands(index):
     """Which snapshot the codebase is now, and the newest one a run from worked (where a walk-back would go)."""
     now, worked = current(index), [e["id"] for e in index["snapshots"] if e["good"]]
+    if not index["snapshots"]:
+        return "no snapshot yet: the first run takes one (genesis)"
     state = (f"the codebase now is snapshot {now['id']} ({now['kind']}, a run from it worked: {run_worked(now)})"
              if now else "the codebase now is in no snapshot (edited since the last one)")
     return f"{state}; the newest a run worked from: {worked[-1] if worked else 'none yet'}"
@@ -90,16 +94,34 @@ def list_models():
     return backends.list_models(os.environ)
 
 
+def readable(text):
+    """An answer's text as a person reads it: an answer object (tasks, done, files) laid out with each file's text
+    as it is, not one line of escaped JSON; any other text as it is."""
+    try:
+        answer = json.loads(text)
+    except ValueError:
+        return text
+    if not isinstance(answer, dict) or not isinstance(answer.get("files"), list):
+        return text
+    lines = [f"tasks: {json.dumps(answer.get('tasks'), ensure_ascii=False)}",
+             f"done: {json.dumps(answer.get('done'), ensure_ascii=False)}"]
+    for item in answer["files"]:
+        item = item if isinstance(item, dict) else {}
+        lines += [f"~~~ file {item.get('path')!r}", str(item.get("content")), "~~~"]
+    return "\n".join(lines)
+
+
 def print_iteration(number):
     """--show N: what the model was asked at iteration N (the prompt as sent), what it answered (as received and
-    as cleaned for the seed), and what came of it, from the record; 78 with one line if there is no such iteration."""
+    as cleaned for the seed), and what came of it, from the record; 2 (a command-line mistake) with one line if there
+    is no such iteration."""
     rows = record.iterations(ROOT, number=number)
     if not rows:
         print(f"fallback: the record holds no iteration {number}: see  python fallback.py --status", file=sys.stderr)
-        return 78
+        return 2
     row = rows[0]
     print(printable(f"Iteration {row['number']} — {row['ended']} — {row['outcome']}"))
-    for label, value in row["facts"]:
+    for label, value in journal.facts_of(row):
         print(printable(f"- {label}: {value}" if label else f"- {value}"))
     for request, model, kind, prompt, output, thinking, latency, wasted in record.requests_of(ROOT, number):
         print(f"\n=== request {request}: {model}, {kind}, tokens {prompt:,} prompt + {output:,} output + {thinking:,} "
@@ -109,10 +131,13 @@ def print_iteration(number):
                            ("the answer as cleaned for the seed", "cleaned")):
             data = found.get(key) or b""
             print(f"--- {title} ({len(data):,} bytes){', its text' if record.texts_of(data) else ''}:")
-            for line in (record.texts_of(data) or data.decode("utf-8", "replace")).splitlines():
+            for line in readable(record.texts_of(data) or data.decode("utf-8", "replace")).splitlines():
                 print(printable(line))
-    print(f"\n=== what came of it: {printable(row['outcome'])}" + (f"; {printable(row['reason'])}" if row["reason"]
-                                                                    else "")
+    if row["output"]:
+        print("\n=== the output that shows it (its last lines):")
+        for line in row["output"].splitlines():
+            print(printable(f"    {line}"))
+    print(f"\n=== what came of it: {printable(row['outcome'])}"
           + (f"; score {row['score']:g}" if row["score"] is not None else ""))
     return 0
 

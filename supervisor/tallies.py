@@ -16,11 +16,13 @@ eight times as many cells as it draws.
 """
 import sqlite3
 
-VERSION = 1   # PRAGMA user_version of a record whose tallies are kept (0: made before them)
+from .iteration import Outcome
+
+VERSION = 2   # PRAGMA user_version of a record whose tallies are kept (0: made before them; 1: before `tampered`)
 FAN = 3       # a cell holds 2**FAN cells of the level below
 LEVELS = tuple(range(FAN, 8 * FAN, FAN))  # cells of 8 ... 2**21 iterations: the coarsest has one cell for years
-KINDS = ("landed", "no change", "rolled back", "waiting", "stopped")  # record.Kind's order (a test holds them
-# alike); any other outcome ranks after them
+KINDS = tuple(kind.value for kind in Outcome if kind is not Outcome.OTHER)  # their rank: the best first; "other"
+# ranks after them
 RANK = f"CASE kind {' '.join(f'WHEN {k!r} THEN {n}' for n, k in enumerate(KINDS))} ELSE {len(KINDS)} END"
 COUNTS = [f"k{n}" for n in range(len(KINDS) + 1)]  # how many iterations of each rank
 SCHEMA = f"""
@@ -59,9 +61,10 @@ def count_level(db, level, where="", args=()):
 
 def build(db, space=""):
     """Every tally counted from the rows. `space` "temp.": in memory, for a reader of a record made before them."""
+    db.execute(f"DROP VIEW IF EXISTS {space}cells0")  # counted with an older rank of the outcomes, or none
+    db.execute(f"DROP TABLE IF EXISTS {space}tallies")
     for statement in SCHEMA.format(space=space).split(";")[:-1]:  # not executescript: it would end the transaction
         db.execute(statement)
-    db.execute("DELETE FROM tallies")
     db.execute("DELETE FROM daily")
     for level in LEVELS:
         count_level(db, level)

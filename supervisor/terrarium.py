@@ -341,7 +341,7 @@ def end_orphans():
         if ours:
             try:
                 os.killpg(pid, signal.SIGKILL)
-                say(f"ended process group {pid}, left running by a supervisor that was killed")
+                say(f"ended process group {pid}, left running by a keeper that was killed")
             except (ProcessLookupError, PermissionError):
                 pass
     RUNNING.unlink(missing_ok=True)

@@ -18,6 +18,7 @@ import time
 import pytest
 
 import fake_gemini as api
+from conftest import load_keeper
 from test_fallback import outcomes, run_fallback
 from test_openai_compatible import QWEN, FakeServer, llama_cpp, ollama, ollama_answer
 
@@ -241,3 +242,14 @@ def test_a_full_minute_is_waited_out_before_the_seed_starts(workspace, env, gemi
     first, second = outcomes(workspace)
     assert first.startswith("waiting until") and second == "landed: 1 file(s) changed"
     assert "paced to" in done.stdout and len(gemini.requests) == 1
+
+
+def test_every_backend_is_what_the_gateway_uses_and_the_first_whose_settings_are_present_serves():
+    backends = load_keeper("backends")
+    local = {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "OPENAI_MODEL": "qwen", "GEMINI_API_KEY": "k" * 39}
+    assert backends.chosen(local).__name__.endswith("openai_compatible")
+    assert backends.chosen({"GEMINI_API_KEY": "k" * 39}).__name__.endswith("gemini")
+    for environ in (local, {"GEMINI_API_KEY": "k" * 39, "GEMINI_MODEL": "gemini-3.5-flash"}):
+        made = backends.chosen(environ).from_env(environ)
+        assert isinstance(made, backends.Backend), type(made)
+    assert not isinstance(object(), backends.Backend)  # the check has teeth: a stand-in without them is refused

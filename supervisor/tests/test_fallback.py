@@ -151,8 +151,8 @@ def test_a_syntax_error_is_refused_and_fed_back_to_the_next_prompt(workspace, en
     assert done.returncode == 0, done.stderr
     assert outcomes(workspace) == ["no change: compile error: '(' was never closed (calc.py, line 1)",
                                    "landed: 1 file(s) changed"]
-    assert "The last answer did not compile" in gemini.prompts()[1]
-    assert "- [x] The last answer did not compile" in (workspace / "pending_tasks.md").read_text()
+    assert "The last answer was not applied: compile error" in gemini.prompts()[1]
+    assert "- [x] The last answer was not applied: compile error" in (workspace / "pending_tasks.md").read_text()
 
 
 def test_broken_code_that_reaches_the_disk_is_rolled_back(workspace, env, gemini):
@@ -513,7 +513,7 @@ def test_backups_can_be_listed_restored_and_reset_without_losing_anything(worksp
     assert reset.returncode == 0 and "restored snapshot 0001" in reset.stdout
     assert not (workspace / "a.py").exists() and not (workspace / "b.py").exists()
     assert "The codebase now is snapshot 0001." in (workspace / "report.html").read_text()  # the page says so too
-    kept = re.search(r"kept as backups/(\d{4})", reset.stdout).group(1)
+    kept = re.search(r"kept as snapshot (\d{4})", reset.stdout).group(1)
     assert run_fallback(workspace, env, "--restore", kept).returncode == 0
     assert (workspace / "a.py").read_text() == "a = 1\n" and (workspace / "b.py").read_text() == "b = 1\n"
     missing = run_fallback(workspace, env, "--restore", "9999")
@@ -553,7 +553,7 @@ def test_status_shows_iterations_tasks_models_and_backups_without_a_request(work
     status = run_fallback(workspace, env, "--status")
     assert status.returncode == 0 and len(gemini.requests) == asked
     out = status.stdout
-    assert "supervisor: not running" in out and "iterations: 2 logged" in out
+    assert "keeper: not running" in out and "iterations: 2 recorded" in out
     assert "Iteration 2 — " in out and "— waiting until" in out
     assert "pending tasks: 1 open" in out and "  - make it faster" in out
     assert re.search(r"gemini-3\.5-flash +2 request\(s\), 1 wasted, +1,650 tokens +spent until \w{3} \d\d:00 local", out)
@@ -693,7 +693,7 @@ def test_a_killed_supervisor_leaves_no_orphan_and_the_next_start_puts_things_rig
         hold.unlink(missing_ok=True)  # whatever happened, the orphan's wait ends
     assert done.returncode == 0, done.stderr
     assert not alive(orphan) and f"ended process group {orphan}" in done.stdout
-    assert outcomes(workspace)[0] == "stopped: the supervisor was killed during this iteration"
+    assert outcomes(workspace)[0] == "stopped: the keeper was killed during this iteration"
     assert not (workspace / "partial.py").exists()
     kept = json.loads((workspace / "backups" / "index.json").read_text())["snapshots"]
     assert any(e["kind"] == "interrupted" and "partial.py" in snapshot_files(workspace, e["id"]) for e in kept)
@@ -938,7 +938,7 @@ def test_modules_named_like_the_standard_library_hijack_nothing(workspace, env, 
     assert outcomes(workspace) == ["landed: 5 file(s) changed", "landed: 2 file(s) changed"]
     assert (workspace / "json.py").exists() and (workspace / "later.py").exists()
     status = run_fallback(workspace, env, "--status")
-    assert status.returncode == 0 and "iterations: 2 logged" in status.stdout, status.stderr
+    assert status.returncode == 0 and "iterations: 2 recorded" in status.stdout, status.stderr
 
 
 def test_a_model_that_refuses_a_feature_is_asked_without_it_and_never_walks_back_landed_work(workspace, env, gemini):

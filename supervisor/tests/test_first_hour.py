@@ -2,8 +2,10 @@
 command line, the report and the README, end to end (`python fallback.py` in a copy of the workspace).
 """
 import json
+import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -77,7 +79,11 @@ def test_a_missing_package_is_one_line_even_for_help(workspace, env, gemini, how
                                                                                    "character ('\\x1b', line 3)"),
     (lambda root: (root / "pending_tasks.md").write_bytes(b"- [ ] ship\x00\x00\x01"), "pending_tasks.md holds a control"),
     (lambda root: (root / "goal.md").write_text("- grow it\n" * 400), "more than the largest prompt (~1,000)"),
-], ids=["utf-16", "latin-1", "binary", "escape codes", "binary tasks", "over the prompt's cap"])
+    (lambda root: (root / "goal.md").write_text("# Goal\n\n"), "goal.md gives the model no direction yet (only "
+                                                                 "'# Goal')"),
+    (lambda root: (root / "goal.md").write_text("# Goal\n\ncalculator\n"), "goal.md gives the model no direction"),
+], ids=["utf-16", "latin-1", "binary", "escape codes", "binary tasks", "over the prompt's cap", "a heading alone",
+        "one word"])
 def test_a_goal_or_tasks_no_prompt_should_carry_stop_before_a_request(workspace, env, gemini, steer, says):
     env["SEED_PROMPT_TOKENS"] = "1000"
     steer(workspace)
@@ -100,6 +106,29 @@ def test_each_dotenv_line_that_does_not_parse_is_said_with_its_line(workspace, e
     one_line_and_nothing_done(done, workspace, gemini, says)
     assert "dotenv" not in done.stderr and "AIzaSyPASTED" not in done.stderr  # its own words, never a value
     assert run_fallback(workspace, env, "--status").stderr == ""  # python-dotenv's raw warnings are never shown
+
+
+@pytest.mark.parametrize("dotenv, says", [
+    ("GEMINI_MODELS=gemini-3.5-flash-lite\n", "GEMINI_MODELS in .env is not a setting the keeper knows: did you mean "
+                                              "GEMINI_MODEL?"),
+    ("OPENAI_BASEURL=http://127.0.0.1:9/v1\n", "did you mean OPENAI_BASE_URL?"),
+    ("SEED_WHATEVER=1\n", "SEED_WHATEVER in .env is not a setting the keeper knows (docs/settings.md lists them)"),
+    ("GEMINI_API_KEY=AIzaSy TWO-WORDS\n", "GEMINI_API_KEY has a space inside it"),
+], ids=["GEMINI_MODELS", "OPENAI_BASEURL", "unknown", "a key with a space"])
+def test_a_misspelt_setting_or_a_broken_key_stops_with_the_setting_it_resembles(workspace, env, gemini, dotenv, says):
+    (workspace / ".env").write_text(dotenv)
+    env.pop("GEMINI_API_KEY") if "GEMINI_API_KEY" in dotenv else None
+    one_line_and_nothing_done(run_fallback(workspace, env, "--iterations", "1"), workspace, gemini, says)
+
+
+def test_every_setting_the_keeper_reads_is_known_and_documented(workspace):
+    """The list misspellings are told against is the code's own: a setting read anywhere is in it, and in the docs."""
+    settings = (REPO / "docs" / "settings.md").read_text()
+    code = "".join(p.read_text() for p in (REPO / "supervisor").glob("*.py")) + (REPO / "fallback.py").read_text()
+    read = set(re.findall(r"""(?:environ(?:\.get)?\(?\[?|number\()["']((?:GEMINI|OPENAI|SEED|BACKUPS)_[A-Z0-9_]+)""",
+                          code))
+    known = __import__("conftest").load_keeper("settings").KNOWN
+    assert read and read <= known and {name for name in known if f"`{name}`" not in settings} == set()
 
 
 # --- 5: a goal too big for every model ----------------------------------------------------------
@@ -174,7 +203,7 @@ def test_status_read_by_head_exits_0(workspace, env, buffered):
         assert reader.wait(timeout=60) == 0 and reader.stderr.read() == b""
     piped = subprocess.run("python fallback.py --status | head -1", shell=True, cwd=workspace, env=env,
                            capture_output=True, text=True, executable="/bin/bash")
-    assert piped.stdout == "supervisor: not running\n"
+    assert piped.stdout == "keeper: not running\n"
 
 
 def test_control_bytes_in_the_tasks_never_reach_the_terminal(workspace, env, gemini):
@@ -277,3 +306,87 @@ def test_the_readme_is_short_and_every_option_it_shows_is_in_help(workspace, env
     assert "python -P -m pytest -q supervisor/tests" in readme  # CI runs the README's test command
     for link in re.findall(r"\]\((docs/[^)#]+)\)", readme):
         assert (REPO / link).is_file() or link == "docs/local-models.md", link  # another branch brings that one
+
+
+def test_a_fresh_clone_status_says_no_snapshot_yet_and_words_the_keeper_uses(workspace, env):
+    done = run_fallback(workspace, env, "--status")
+    assert done.returncode == 0 and "keeper: not running" in done.stdout and "supervisor" not in done.stdout
+    assert "no snapshot yet: the first run takes one (genesis)" in done.stdout and "edited since" not in done.stdout
+
+
+def test_backups_deleted_between_runs_is_said_by_status_and_by_the_next_start(workspace, env, gemini):
+    gemini.reply(api.answer([("calc.py", "def add(a, b):\n    return a + b\n")]))
+    assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
+    shutil.rmtree(workspace / "backups")
+    status = run_fallback(workspace, env, "--status")
+    assert "iterations: 0 recorded (iteration_log.md tells of 1: backups/, which holds the record, was deleted or " \
+           "moved)" in status.stdout
+    gemini.reply(api.answer([("calc.py", "def add(a, b):\n    return b + a\n")]))
+    again = run_fallback(workspace, env, "--iterations", "1")
+    assert again.returncode == 0 and "backups/ holds no snapshot, though iteration_log.md tells of 1 iteration(s)" \
+        in again.stdout and "## Iteration 2 " in (workspace / "iteration_log.md").read_text()
+
+
+def test_restoring_a_state_that_failed_the_checks_takes_force_and_says_what_it_is(workspace, env, gemini):
+    gemini.reply(api.answer([("calc.py", "def add(a, b):\n    return a - b\n"),
+                             ("tests/test_calc.py", "from calc import add\n\n\ndef test_add():\n    assert add(2, 2) == 4\n")]))
+    assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
+    failed = re.search(r"^(\d{4}) .* failed ", run_fallback(workspace, env, "--list-backups").stdout, re.M)[1]
+    refused = run_fallback(workspace, env, "--restore", failed)
+    assert refused.returncode == 78 and f"snapshot {failed} is a change that failed the checks: look at it with  " \
+        f"python fallback.py --materialise {failed}" in refused.stderr and f"--restore {failed} --force" in refused.stderr
+    assert not (workspace / "calc.py").exists()
+    forced = run_fallback(workspace, env, "--restore", failed, "--force")
+    assert forced.returncode == 0 and "(a change that failed the checks)" in forced.stdout
+    assert "return a - b" in (workspace / "calc.py").read_text() and "kept as snapshot" in forced.stdout
+    assert run_fallback(workspace, env, "--force").returncode == 2  # --force alone is a command-line mistake
+
+
+def test_ctrl_c_during_the_demo_ends_cleanly_naming_its_copy_and_old_copies_are_taken_away(env, tmp_path):
+    from test_fallback import a_fresh_clone, wait_for
+    clone = a_fresh_clone(tmp_path)
+    env.update(TMPDIR=str(tmp_path), GEMINI_API_BASE="http://127.0.0.1:9")
+    old = [tmp_path / f"seed-demo-old{n}" for n in range(4)]
+    for n, folder in enumerate(old):
+        (folder / "workspace").mkdir(parents=True)
+        (folder / ".seed-demo").write_text("a demo's\n")
+        os.utime(folder, (n, n))
+    (tmp_path / "seed-demo-not-ours").mkdir()  # no mark: not the demo's to take away
+    demo = subprocess.Popen([sys.executable, "fallback.py", "--demo"], cwd=clone, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, process_group=0)
+    wait_for(lambda: list(tmp_path.glob("seed-demo-*/workspace/iteration_log.md")), seconds=60)
+    os.killpg(demo.pid, signal.SIGINT)  # as Ctrl+C in its terminal: the whole foreground group
+    out, err = demo.communicate(timeout=60)
+    assert demo.returncode == 130 and "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert "The demo's copy is " in out and "interrupted" in out
+    assert [folder.exists() for folder in old] == [False, False, True, True] and (tmp_path / "seed-demo-not-ours").exists()
+
+
+def test_models_offline_is_one_short_line_naming_what_to_check(workspace, env):
+    env["GEMINI_API_BASE"] = "http://127.0.0.1:9"
+    done = run_fallback(workspace, env, "--models")
+    assert done.returncode == 75 and done.stderr == "fallback: cannot reach http://127.0.0.1:9 (ConnectionError): " \
+        "check the network, or GEMINI_API_BASE in .env\n"
+
+
+def test_after_an_offline_run_the_page_and_status_count_the_same_requests(workspace, env):
+    env["GEMINI_API_BASE"] = "http://127.0.0.1:9"  # nothing listens: every request fails before it reaches a model
+    done = run_fallback(workspace, env, "--iterations", "1")
+    assert done.returncode == 0, done.stderr
+    status = run_fallback(workspace, env, "--status").stdout
+    unreached = int(re.search(r"gemini-3.5-flash\s+0 request\(s\), 0 wasted.*\(and (\d+) that never reached it\)",
+                              status)[1])
+    page = (workspace / "report.html").read_text()
+    row = re.search(r"<tr><td><code>gemini-3.5-flash</code></td>(.*?)</tr>", page)[1]
+    assert re.findall(r'class="num">([\d,]+)<', row) == ["0", "0", "0", str(unreached)]
+    assert '<b>0</b><span>requests</span>' in page and unreached > 0
+
+
+def test_show_lays_out_the_answer_says_the_reason_once_and_shows_the_failing_output(workspace, env, gemini):
+    gemini.reply(api.answer([("calc.py", "def add(a, b):\n    return a - b\n"),
+                             ("tests/test_calc.py", "from calc import add\n\n\ndef test_add():\n    assert add(2, 2) == 4\n")]))
+    assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
+    shown = run_fallback(workspace, env, "--show", "1").stdout
+    assert "~~~ file 'calc.py'\ndef add(a, b):\n    return a - b\n" in shown  # the file as it is, not escaped JSON
+    assert shown.count("- Reason: tests failed") == 1 and shown.endswith("what came of it: rolled back: tests failed\n")
+    assert "=== the output that shows it" in shown and "assert 0 == 4" in shown

@@ -8,7 +8,6 @@ import threading
 import time
 import uuid
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -17,7 +16,6 @@ import requests
 import fake_gemini as api
 from conftest import load_keeper
 
-REPO = Path(__file__).resolve().parent.parent
 
 
 gateway_module, answers, door, gemini, ledger_module = (load_keeper(name) for name in

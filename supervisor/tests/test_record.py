@@ -15,10 +15,11 @@ import time
 
 import fake_gemini as api
 from conftest import load_keeper
-from test_fallback import good_change, run_fallback
+from test_fallback import good_change, run_fallback, wait_for
 from test_report import scripted_run
 
 record, journal = load_keeper("record"), load_keeper("journal")
+Outcome = load_keeper("iteration").Outcome
 BROKEN = [("tests/test_broken.py", "def test_broken():\n    assert 1 == 2\n")]
 
 
@@ -70,11 +71,11 @@ def test_a_mixed_run_keeps_every_iteration_request_and_exchange_byte_for_byte(wo
     assert gemini.prompts()[1].splitlines()[-1] in shown.stdout and "Create notes.py" in shown.stdout
     assert "--- the answer as cleaned for the seed" in shown.stdout and "=== what came of it: landed" in shown.stdout
     missing = run_fallback(workspace, env, "--show", "99")
-    assert missing.returncode == 78 and "no iteration 99" in missing.stderr and "Traceback" not in missing.stderr
+    assert missing.returncode == 2 and "no iteration 99" in missing.stderr and "Traceback" not in missing.stderr
     before = figures(workspace, env, tmp_path, "first")
     (workspace / "iteration_log.md").write_text("")
     assert figures(workspace, env, tmp_path, "second") == before
-    assert "iterations: 4 logged" in before[0] and "Create notes.py" in before[2]
+    assert "iterations: 4 recorded" in before[0] and "Create notes.py" in before[2]
 
 
 def test_an_old_workspace_is_brought_into_the_record_with_every_section_and_count(workspace, env, gemini):
@@ -128,7 +129,8 @@ def kill_at_random_moments(root, env, gemini, kills, seed=19):
             gemini.reply(api.answer(good_change(f"m{n}_{k}")), delay=rng.uniform(0, 0.3))
         keeper = subprocess.Popen([sys.executable, "fallback.py", "--delay", "0"], cwd=root, env=env,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(rng.uniform(0.5, 3.5))
+        wait_for(lambda: (root / "backups" / "record.sqlite").exists())  # a machine under load starts it late
+        time.sleep(rng.uniform(0.2, 3.2))
         keeper.send_signal(signal.SIGKILL)
         keeper.wait()
         assert database(root).execute("PRAGMA integrity_check").fetchone()[0] == "ok"
@@ -148,11 +150,11 @@ def test_the_model_cannot_write_the_evaluator(workspace, env, gemini):
     assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
     assert not (workspace / "evaluate.py").exists()
     [row] = record.iterations(workspace)
-    assert ["Refused", "evaluate.py: protected"] in row["facts"] and row["kind"] == "landed"  # the seed is told
+    assert "evaluate.py: protected" in row["refused"] and row["kind"] == "landed"  # the seed is told
     (workspace / "seed.py").write_text(CHEATING_SEED)  # a seed that writes it anyway: the keeper does not land it
     assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
     assert not (workspace / "evaluate.py").exists()
-    assert ["Not landed (the keeper's)", "evaluate.py"] in record.iterations(workspace)[-1]["facts"]
+    assert record.iterations(workspace)[-1]["not_landed"] == ["evaluate.py"]
 
 
 CHEATING_SEED = """import json, pathlib
@@ -177,8 +179,8 @@ def test_the_score_is_recorded_charted_and_with_the_ratchet_a_fall_is_rolled_bac
     done = run_fallback(workspace, env, "--iterations", "2")
     assert done.returncode == 0, done.stderr
     first, second = record.iterations(workspace)
-    assert first["score"] == 1 and first["scores"] == {"score": 1, "files": 1} and ["Score", "1 (files 1)"] in \
-        first["facts"]
+    assert first["score"] == 1 and first["scores"] == {"score": 1, "files": 1} and ("Score", "1 (files 1)") in \
+        journal.facts_of(first)
     assert second["kind"] == "rolled back" and second["outcome"] == "rolled back: score fell from 1 to -3"
     assert not (workspace / "bad.py").exists()
     assert "score fell from 1 to -3" in (workspace / "pending_tasks.md").read_text()
@@ -196,10 +198,10 @@ def test_the_score_is_recorded_charted_and_with_the_ratchet_a_fall_is_rolled_bac
 def oracle(db, start, width):
     """The summary counted the slow way, straight from the rows, in runs of `width` iterations from `start`."""
     rows = db.execute("SELECT number, kind, score FROM iterations ORDER BY number").fetchall()
-    ranks = {kind.value: n for n, kind in enumerate(record.Kind)}
+    ranks = {kind.value: n for n, kind in enumerate(Outcome)}
     runs = {}
     for number, kind, score in rows:
-        run = runs.setdefault((number - start) // width, {"best": 5, "landed": None, "rolled": None, "scored": None})
+        run = runs.setdefault((number - start) // width, {"best": len(Outcome) - 1, "landed": None, "rolled": None, "scored": None})
         run["best"] = min(run["best"], ranks[kind])
         if kind == "landed" and run["landed"] is None:
             run["landed"] = number
@@ -223,7 +225,7 @@ def test_the_tallies_count_what_the_rows_say_however_they_were_written(tmp_path)
     row and gaps in the numbers included, and a record from before the tallies must read the same."""
     rng, book = random.Random(7), record.Writer(record.path_of(tmp_path))
     numbers = sorted(rng.sample(range(1, 5_000), 2_500))
-    kinds = [kind.value for kind in record.Kind]
+    kinds = [kind.value for kind in Outcome]
 
     def write(number):
         kind = rng.choice(kinds)
@@ -290,9 +292,9 @@ def brute_force_agrees(root):
 def test_rows_written_without_the_tallies_are_counted_again_at_the_next_start(tmp_path):
     """A keeper from before the tallies run again on the record (a checkout of an older version), or a person who
     deletes a row by hand, leaves counts that no longer say what the rows say: the next start counts them again."""
-    book, kinds = record.Writer(record.path_of(tmp_path)), [kind.value for kind in record.Kind]
+    book, kinds = record.Writer(record.path_of(tmp_path)), [kind.value for kind in Outcome]
     for number in range(1, 41):
-        book.write({"number": number, "kind": kinds[number % 6], "outcome": kinds[number % 6]},
+        book.write({"number": number, "kind": kinds[number % len(kinds)], "outcome": kinds[number % len(kinds)]},
                    [{"day": "2026-11-01", "model": "a", "kind": "answer", "tokens": {"prompt": 1}}])
     book.db.close()
     db = sqlite3.connect(record.path_of(tmp_path))
@@ -315,7 +317,7 @@ def test_huge_gapped_and_zero_numbers_are_counted_as_the_rows_say(tmp_path):
     book = record.Writer(record.path_of(tmp_path))
     numbers = [0, 1, 7, 8, 9, 2**21 - 1, 2**21, 2**24 + 3, 10**12, 10**12 + 1, 2**62, 2**63 - 1]
     for n, number in enumerate(numbers):
-        kind = [kind.value for kind in record.Kind][n % 6]
+        kind = [kind.value for kind in Outcome][n % len(Outcome)]
         book.write({"number": number, "kind": kind, "outcome": kind, "score": n if kind == "landed" else None})
     for cells in (1, 3, 40, 2_000):
         db = sqlite3.connect(record.path_of(tmp_path))

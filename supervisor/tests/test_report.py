@@ -13,18 +13,18 @@ import subprocess
 from collections import Counter
 from datetime import datetime, timedelta, timezone
 from html.parser import HTMLParser
-from pathlib import Path
 
 import pytest
 
 from conftest import load_keeper
 
-REPO = Path(__file__).resolve().parent.parent
 START = datetime(2026, 11, 20, 9, 0, 0, tzinfo=timezone.utc)  # the synthetic runs' first iteration
 HOSTILE = "<script>alert(1)</script>"
 
 
 report, export, record = load_keeper("report"), load_keeper("export"), load_keeper("record")
+history, Reader = load_keeper("history"), load_keeper("snapshots").Reader
+Outcome, Result = load_keeper("iteration").Outcome, load_keeper("iteration").Result
 
 
 class Workspace:
@@ -78,24 +78,25 @@ class Workspace:
         lines += ["- Tasks:"] + [f"  {n}. {task}" for n, task in enumerate(tasks, 1)] if tasks else []
         lines += ["- Done from pending_tasks.md: " + "; ".join(done)] if done else []
         lines.append(f"- Files: {describe(changes_between(self.files, changed)) or 'none changed'}")
-        result = {"outcome": outcome, "changes": changes_between(self.files, changed), "reason": "",
-                  "start": start["id"], "record": {"model": model, "requests": requests, "tasks": list(tasks), "done": list(done),
-                             "tokens": {"prompt": 1000, "output": 200, "thinking": 0}}}
-        if outcome.startswith("rolled back"):
+        kind = next(kind for kind in Outcome if outcome.startswith(kind.value))
+        result = Result(kind, changes=changes_between(self.files, changed), start=start["id"],
+                        said={"model": model, "requests": requests, "tasks": list(tasks), "done": list(done),
+                              "tokens": {"prompt": 1000, "output": 200, "thinking": 0}})
+        if kind is Outcome.ROLLED_BACK:
             kept = self.snapshot("failed", changed, time)
-            lines += [f"- Reason: {reason}", f"- Restored snapshot {start['id']}; the failing state is kept in "
-                                             f"backups/{kept['id']}"]
-            result.update(reason=reason, restored=start["id"], kept=kept["id"])
-        elif outcome.startswith("landed"):
+            lines += [f"- Reason: {reason}", f"- Restored snapshot {start['id']}; the failing state is kept as "
+                                             f"snapshot {kept['id']}"]
+            result.reason, result.restored, result.kept = reason, start["id"], kept["id"]
+        elif kind is Outcome.LANDED:
             self.files = changed
             if self.landed_snapshots:
-                result["after"] = self.snapshot("landed", changed, time)["id"]
+                result.after = self.snapshot("landed", changed, time)["id"]
         lines.append(f"- Model: {model}, {requests} request(s), tokens 1,000 prompt + 200 output + 0 thinking; 1.0 s")
         with (self.root / "iteration_log.md").open("a") as log:
             log.write("\n" + "\n".join(lines) + "\n")
-        self.spend(time, model, requests, result)
+        self.spend(time, model, requests, result, outcome)
 
-    def spend(self, time, model, requests, result):
+    def spend(self, time, model, requests, result, outcome):
         """Add the iteration's requests to the ledger, on its Pacific day (standard time is near enough), and the
         iteration with its requests to the record, as the keeper does."""
         day = f"{time - timedelta(hours=8):%Y-%m-%d}"
@@ -106,8 +107,8 @@ class Workspace:
         self.save()
         if self.book:
             row = record.row_of(self.number, result, 1.0)
-            row["ended"] = f"{time:%Y-%m-%d %H:%M:%S} UTC"
-            calls = [{"model": model, "kind": "answer", "day": day, "tokens": result["record"]["tokens"] if n == 0 else
+            row["ended"], row["outcome"] = f"{time:%Y-%m-%d %H:%M:%S} UTC", outcome
+            calls = [{"model": model, "kind": "answer", "day": day, "tokens": result.said["tokens"] if n == 0 else
                       {"prompt": 0, "output": 0, "thinking": 0}} for n in range(requests)]
             self.book.write(row, calls)
 
@@ -296,13 +297,13 @@ def test_counts_are_kept_per_folder_listing_and_only_for_the_states_kept(demo):
     report.write_report(demo.root)
     cache = json.loads((demo.root / "backups" / "report-cache.json").read_text())
     states = [e for e in demo.snapshots if e["kind"] != "failed"]
-    listings = {sha for e in states for sha in report.folders_of(demo.root, e).values()}
+    listings = {sha for e in states for sha in Reader(demo.root).folders_of(e).values()}
     assert set(cache["folders"]) == listings
-    assert sum(cache["folders"][sha][2] for sha in report.folders_of(demo.root, demo.snapshots[-1]).values()) == 2
+    assert sum(cache["folders"][sha][2] for sha in Reader(demo.root).folders_of(demo.snapshots[-1]).values()) == 2
     demo.prune({demo.snapshots[-1]["id"]})
     report.write_report(demo.root)
     cache = json.loads((demo.root / "backups" / "report-cache.json").read_text())
-    assert set(cache["folders"]) == set(report.folders_of(demo.root, demo.snapshots[-1]).values())
+    assert set(cache["folders"]) == set(Reader(demo.root).folders_of(demo.snapshots[-1]).values())
 
 
 def test_thousands_of_iterations_fold_into_rows_and_old_ones_keep_no_diff(tmp_path):
@@ -377,7 +378,7 @@ def tree_of(repo, commit):
 
 
 def snapshot_contents(root, entry):
-    return {rel: report.object_path(root, sha).read_bytes() for rel, sha in report.files_of(root, entry).items()}
+    return {rel: Reader(root).object_path(sha).read_bytes() for rel, sha in Reader(root).files_of(entry).items()}
 
 
 def test_export_again_adds_only_the_new_landings(demo, tmp_path):

@@ -51,6 +51,6 @@ def test_a_failure_task_is_added_taken_back_and_counted_up_around_every_byte_of_
     gemini.reply(api.answer(DOES_NOT_COMPILE)).reply(api.answer(DOES_NOT_COMPILE))
     assert run_fallback(workspace, env, "--iterations", "2").returncode == 0
     assert [o.split(":")[0] for o in outcomes(workspace)[-2:]] == ["no change"] * 2
-    assert re.fullmatch(re.escape(PERSONS) + rb"\r\n- \[ \] The last answer did not compile[^\r\n]* \[failure \w{8}: "
+    assert re.fullmatch(re.escape(PERSONS) + rb"\r\n- \[ \] The last answer was not applied: compile error[^\r\n]* \[failure \w{8}: "
                         rb"2 times since [^\r\n]*\] This keeps happening: fix it before anything else\.",
                         tasks.read_bytes())

@@ -17,9 +17,9 @@ FORGE = ("import json, os\n\n\ndef forge(*facts):\n    for fd in range(3, 256):\
 
 
 def rolled_back_as_tampered(root, done, gemini, outside, iterations=1):
-    """The loop went on, nothing escaped, and the last iteration was rolled back as tampered, with a task."""
+    """The loop went on, nothing escaped, and the last iteration was tampered: rolled back, with a task."""
     held(root, done, gemini, outside, iterations)
-    assert outcomes(root)[-1].startswith("rolled back: tampered: "), outcomes(root)
+    assert outcomes(root)[-1].startswith("tampered: "), outcomes(root)
     assert "was rolled back: tampered: " in (root / "pending_tasks.md").read_text()
     return outcomes(root)[-1]
 
@@ -111,7 +111,8 @@ BEYOND_THE_SOURCE = {
         "pytest_runtest_call is implemented by conftest.py"),
     "a plugin registered from a fixture": (
         [PLUGIN, ("conftest.py", "import pytest\n\nimport helper\n\n\n@pytest.fixture(autouse=True)\n"
-                                 "def quietly(request):\n    request.config.pluginmanager.register(helper.Swallow())\n")],
+                                 "def quietly(request):\n"
+                                 "    request.config.pluginmanager.register(helper.Swallow())\n")],
         "pytest_runtest_call is implemented by helper.py"),
     "plugins named by a test module through its globals": (
         [PLUGIN, (FAILING_TEST[0], "globals()['pytest_' + 'plugins'] = ['helper']\n" + FAILING_TEST[1])],
@@ -170,6 +171,6 @@ def test_a_process_the_scored_code_leaves_writing_to_the_evaluators_output_never
     done = run_fallback(workspace, env, "--iterations", "2", timeout=180)
     held(workspace, done, gemini, outside, 2)
     assert outcomes(workspace)[0] == "landed: 1 file(s) changed" and "score 1)" in done.stdout, done.stdout
-    assert outcomes(workspace)[1].startswith(("rolled back: tampered: a score of 1000 was printed after evaluate.py's "
-                                              "own", "rolled back: score fell from 1 to 0")), outcomes(workspace)
+    assert outcomes(workspace)[1].startswith(("tampered: a score of 1000 was printed after evaluate.py's own",
+                                              "rolled back: score fell from 1 to 0")), outcomes(workspace)
     assert (workspace / "notes.py").read_text() == NOTES[1]

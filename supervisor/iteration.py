@@ -1,0 +1,504 @@
+"""iteration: what one iteration comes to, as values (an Outcome, a Result), and the one policy that decides it.
+
+    result = run_iteration(number, index, timeout, memory, gateway)   # ask, run the seed, judge, land or not
+
+The gateway chooses the model and the budget (or says until when to wait, or why never); the folder is snapshotted
+and the working copy brought in step; the seed runs there, confined; what it left is captured and judged (the gate's
+Verdict, then the person's score). Then, in one place:
+- a change that passes lands, and its answer's finished tasks are ticked;
+- a change that fails never reaches the folder: it is kept in backups/, becomes a task, and the loop goes on from the
+  state the run started from; a seed that fails where it never ran well walks back to the newest known-good state,
+  and so does the same failure of a run's own doing, twice in a row from one landed state;
+- a fault outside the code (the seed failing where it once ran well, or as it does while the world is broken, or the
+  gate failing the same way at the state the change started from) never walks back landed work and never becomes a
+  task: the loop waits, a little longer each time;
+- DRY_SPELL iterations in a row that land nothing become a task; twice that walks back one known-good state.
+"""
+import json
+import re
+import signal
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from enum import Enum
+
+from . import evaluate, gate, journal, snapshots as snap, terrarium
+from .answers import CHARS_PER_TOKEN
+from .console import redact, say, show_phase
+from .gate import Failure, Verdict
+from .settings import (DRY_SPELL, EX_CONFIG, EX_UNAVAILABLE, FAULT_PAUSE, FULL_GATE_EVERY, NOT_YOURS, SETTLING,
+                       SUSPICION, UNDER_WAY, load_json, save_json, write_atomically)
+from .untrusted import Untrusted
+
+SEED_KEEPER = " ".join(NOT_YOURS)  # not the seed's to write, besides any name that starts with "."
+
+
+class Outcome(Enum):
+    """What an iteration came to; its row keeps the value, and every view renders from it."""
+    LANDED = "landed"
+    NO_CHANGE = "no change"
+    ROLLED_BACK = "rolled back"
+    TAMPERED = "tampered"  # a detected attempt to forge the gate's verdict, the ratchet or the score: never landed
+    WAITING = "waiting"
+    STOPPED = "stopped"
+    OTHER = "other"  # a section of a log from before the record whose heading names no outcome it knows
+
+
+class RunFailure(str, Enum):
+    """What a run of the seed can fail on by its own doing (the gate's failures are gate.Failure)."""
+    TIMED_OUT = "seed.py timed out and was killed with its children"
+    KILLED = "seed.py was killed"
+    CRASHED = "seed.py crashed"
+    STALLED = "seed.py exited 0 without asking the model or changing anything (a stall)"
+    REFUSED = "the gateway refused seed.py's request"
+    UNTRUSTED = "the run left what the keeper does not take"
+
+
+class ScoreFailure(str, Enum):
+    """What the person's score can fail a change on (only under SEED_RATCHET=score)."""
+    FELL = "score fell"
+    BROKEN = "evaluate.py failed on this change, and not at the last known-good state"
+
+
+SHAPES = {RunFailure.KILLED: "{} by {}", RunFailure.CRASHED: "{} ({})", ScoreFailure.FELL: "{} from {}"}
+# how a failure and what it says read together (else "kind: what it says")
+RECHECKED = {Failure.IMPORT, Failure.IMPORT_TIMEOUT, Failure.TESTS, Failure.TESTS_TIMEOUT, Failure.TESTS_UNREPORTED}
+# the gate's failures that the state a change started from can show too: then the cause is outside the code
+
+
+@dataclass
+class Result:
+    """What one iteration came to: the loop reads it, the record writes it once, the views render that row."""
+    outcome: Outcome
+    summary: str = ""              # what the headline says after the outcome: the failure, why nothing changed
+    reason: str = ""               # why, in one line, with what to do about it where there is something to do
+    until: datetime | None = None  # when the wait an iteration ended with is over
+    failure: Enum | None = None    # the failure (a gate.Failure or a RunFailure) rolled back, or waited out
+    output: str = ""               # the output that shows it
+    start: str | None = None       # the snapshot the run started from
+    after: str | None = None       # the snapshot a landing made
+    restored: str | None = None    # the snapshot the folder went back to
+    kept: str | None = None        # the snapshot keeping a failed change
+    stuck: bool = False            # no known-good state is left to walk back to
+    said: dict = field(default_factory=dict)  # what the seed said it did, with the gateway's account of the run
+    changes: list = field(default_factory=list)  # [(path, kind, lines added, lines removed)] of the candidate
+    landed: int = 0                # files a landing wrote
+    not_landed: list = field(default_factory=list)  # the keeper's paths the run wrote, never landed
+    outside: list = field(default_factory=list)     # paths not landed: a link out of the folder, or a folder, there
+    refusals: list = field(default_factory=list)    # what the system refused the run (confinement at work)
+    verdict: Verdict | None = None
+    score: dict | None = None      # what evaluate.py gave: {"score": n, other names: n}
+    gate_seconds: float | None = None
+    stalled: str = ""              # the dry spell, when it is said
+    confinement: str = ""
+    waste: str | None = None       # why the model's answer was spent for nothing, for the ledger
+    asked: bool = True             # False: the model was not asked and nothing ran (no iteration to record)
+
+    def headline(self, moment=lambda until: f"{until:%Y-%m-%d %H:%M} UTC"):
+        """The outcome as people read it: its kind, until when (as `moment` writes a time), then what it says."""
+        until = f" until {moment(self.until)}" if self.until and self.outcome is Outcome.WAITING else ""
+        return f"{self.outcome.value}{until}{': ' + self.summary if self.summary else ''}"
+
+
+@dataclass
+class Run:
+    """What a run of the seed left: its exit code and output, what it said with the gateway's account (said), and
+    the candidate it left in the working copy (files, changes), or why that could not be taken (untrusted)."""
+    code: int | None
+    output: str
+    said: dict
+    files: dict | None = None
+    changes: list = field(default_factory=list)
+    not_landed: list = field(default_factory=list)
+    untrusted: str = ""
+
+    @property
+    def asked(self):
+        """Whether the seed ran to its end having asked the model."""
+        return self.code == 0 and self.said["requests"] > 0
+
+
+@dataclass
+class Memory:
+    """What the loop remembers between iterations: the snapshots walked back from, the world's failure it waits out,
+    the walk-back that failure may yet undo, the last failure of a run's own doing, the pause, the dry spell."""
+    bad: set = field(default_factory=set)
+    world: tuple | None = None      # (failure's value, what it said) blamed on the world
+    suspect: dict | None = None     # {"failure", "mark", "home": the snapshot a walk-back left}
+    repeat: tuple | None = None     # (start, mark) of the last failure of a run's own doing
+    pause: float = 0
+    dry: int = 0
+    interrupted: dict | None = None  # the gateway's account of a run Ctrl+C stopped
+
+    @classmethod
+    def kept(cls, index):
+        """The world suspected and the walk-back it may undo, as the last run left them in backups/: a restart
+        between a walk-back and the failure that shows it was the world's must not keep the walk-back."""
+        saved, snapshots = load_json(SUSPICION), {entry["id"]: entry for entry in index["snapshots"]}
+        suspect = saved.get("suspect") if isinstance(saved.get("suspect"), dict) else {}
+        home = snapshots.get(suspect.get("home")) if isinstance(suspect.get("home"), str) else None
+        world = saved.get("world")
+        whole = home and isinstance(suspect.get("failure"), str) and isinstance(suspect.get("mark"), str)
+        return cls(world=tuple(world) if isinstance(world, list) and len(world) == 2 else None,
+                   suspect={**suspect, "home": home} if whole else None)
+
+    def keep(self):
+        suspect = self.suspect and {**self.suspect, "home": self.suspect["home"]["id"]}
+        save_json(SUSPICION, {"world": self.world, "suspect": suspect})
+
+
+# --- one iteration ----------------------------------------------------------------------------
+def run_iteration(number, index, timeout, memory, gateway, confinement=""):
+    """Ask the gateway for a model, run the seed once, judge what it left, land it or not: the Result."""
+    plan = gateway.open_run(journal.steering_size())
+    if "token" not in plan:
+        return unasked(plan, gateway)
+    show_phase("snapshot of the codebase", restart=True)
+    start = snap.snapshot(index, "before" if index["snapshots"] else "genesis", number)
+    terrarium.sync_work(snap.files_of(start))
+    shown = journal.open_tasks()  # as the seed numbers them: the answer's "done" counts in these
+    write_atomically(UNDER_WAY, json.dumps({"iteration": number, "start": start["id"]}))
+    show_phase("running seed.py")
+    try:
+        code, output = run_seed(timeout, gateway, plan)
+        run = take(code, output, gateway.close_run(plan["token"]), shown, start)
+        result = settle(number, index, start, run, memory)
+    except KeyboardInterrupt:
+        memory.interrupted = journal.account(journal.read_record(b""), gateway.close_run(plan["token"], linger=0),
+                                             shown)
+        set_aside(index, start, number)
+        raise
+    finally:
+        UNDER_WAY.unlink(missing_ok=True)
+    result.confinement, result.refusals = confinement, refusals(output)
+    if run.said["answered"] and result.outcome is not Outcome.LANDED:
+        result.waste = waste_of(result)
+        gateway.record_waste(run.said["model"], result.waste)
+    return result
+
+
+def unasked(plan, gateway):
+    """What came of asking nothing: the gateway says until when to wait, or why never. Nothing ran, so it is no
+    iteration: it takes no number, and is said on the console, not recorded."""
+    if "stop" in plan:
+        why = too_big_for_every_model(gateway) if plan.get("steering") and not gateway.backend.local else plan["stop"]
+        return Result(Outcome.STOPPED, "configuration error", why, asked=False)
+    return Result(Outcome.WAITING, reason=plan["why"], until=plan["wait_until"], asked=False)
+
+
+def too_big_for_every_model(gateway):
+    """One line for a stop when goal.md and the open tasks are what keeps every model of the free tier from being
+    asked: said once, not per model, and without advice that cannot work there (a server of one's own gets the
+    gateway's, which names the setting that gives its model room)."""
+    tokens, largest = journal.steering_size() // CHARS_PER_TOKEN, max(map(gateway.budget, gateway.models))
+    return (f"goal.md and the open tasks (~{tokens:,} tokens) leave no room for code in any model's prompt (the "
+            f"largest takes ~{largest:,}): shorten them")
+
+
+def run_seed(timeout, gateway, plan):
+    """`python seed.py` in the working copy, confined, with the gateway's address and the run's token, model
+    and budget: never the key. Its time limit grows by what the gateway itself waits during the run (pacing,
+    retries), and the seed waits for its answer as long as the gateway may make it wait besides."""
+    env = terrarium.clean_env(GEMINI_API_BASE=gateway.url, GEMINI_API_KEY=plan["token"], GEMINI_MODEL=plan["model"],
+                              SEED_PROMPT_TOKENS=str(plan["budget"]), SEED_TIMEOUT=str(int(timeout + gateway.max_wait)),
+                              SEED_KEEPER=SEED_KEEPER, PYTHONUNBUFFERED="1")
+    rules = terrarium.policy(gateway_port=gateway.server.server_address[1])
+    return terrarium.run_bounded(terrarium.python("seed.py"), env, lambda: timeout + gateway.waited(plan["token"]),
+                                 rules, watch=show_seed_progress)
+
+
+def take(code, output, use, shown, start):
+    """The Run: what the seed said with the gateway's account, and what it left in the working copy, taken into the
+    object store (read without links, bounded: the working copy is the model's), or why it could not be taken."""
+    try:
+        said = journal.account(journal.read_record(terrarium.read_record()), use, shown)
+        return Run(code, output, said, **terrarium.capture_work(snap.files_of(start)))
+    except Untrusted as why:
+        return Run(code, output, journal.account(journal.read_record(b""), use, shown), untrusted=str(why))
+
+
+def refusals(output):
+    """The lines of a run's output where the system refused it something (what confinement stopped)."""
+    found = re.findall(r"^.*(?:Permission denied|Operation not permitted).*$", output, re.M)
+    return list(dict.fromkeys(journal.one_line(line, 200) for line in found))[-5:]
+
+
+def show_seed_progress(chunk):
+    lines = [line for line in chunk.decode("utf-8", "replace").splitlines() if line.strip()]
+    if lines:
+        show_phase(f"seed.py: {lines[-1][:200]}")
+
+
+# --- judging ------------------------------------------------------------------------------------
+def settle(number, index, start, run, memory):
+    """Judge the run and what it left, then land it, roll it back, or wait out the world: the Result."""
+    began = time.monotonic()
+    failure, detail, output = fault_of(run)
+    verdict = judged(run, start, index) if failure is None and run.changes else None
+    score = None
+    if verdict and not verdict.failure:
+        score, failure, detail, output = scored(run, start)
+    elif verdict:
+        failure, detail, output = verdict.failure, verdict.detail, verdict.output
+    own = isinstance(failure, RunFailure)
+    if run.asked and not own and not start["good"]:
+        start["good"] = True  # a run started from it finished, having asked the model: it is known good
+        snap.save_index(index)
+    if failure:
+        result = settle_failure(number, index, start, run, memory, (failure, detail, output))
+    else:
+        memory.world, memory.suspect, memory.pause, memory.repeat = None, None, 0, None
+        result = settle_run(number, index, start, run, verdict, score)
+    result.verdict, result.score = verdict, score
+    result.gate_seconds = round(time.monotonic() - began, 3) if run.changes and not run.untrusted else None
+    return result
+
+
+def fault_of(run):
+    """(what the run itself failed on, what it said, the output that shows it), or (None, "", "")."""
+    code, said = run.code, run.said
+    if run.untrusted:
+        return RunFailure.UNTRUSTED, run.untrusted, ""
+    if code is None:
+        return RunFailure.TIMED_OUT, "", run.output
+    if code < 0:
+        return RunFailure.KILLED, f"{signal.Signals(-code).name} (a resource limit, or a signal)", run.output
+    if code not in (0, EX_UNAVAILABLE, EX_CONFIG):
+        return RunFailure.CRASHED, f"exit {code}", run.output
+    if code == 0 and not run.changes and not said["requests"]:
+        return RunFailure.STALLED, "", run.output
+    if code == EX_UNAVAILABLE and not said["requests"] and not said["problem"]:  # it broke the gateway's contract
+        return RunFailure.REFUSED, "", f"{run.output}\n{said['reason']}"
+    return None, "", ""
+
+
+def judged(run, start, index):
+    """The gate's Verdict on the candidate, with the ratchet's counts of the state it started from, every test run
+    at least every FULL_GATE_EVERY landings."""
+    full = index["partial_landings"] >= FULL_GATE_EVERY if "partial_landings" in index else True
+    return gate.gate(run.changes, run.files, gate.ratchet_of(start), full)
+
+
+def scored(run, start):
+    """(the score evaluate.py gives a change that passed the gate, and the failure it makes or None, what it says,
+    its output). A score that fell fails under SEED_RATCHET=score; an evaluator that fails at the known-good state
+    too is the person's file to fix: one line, no task, and the change is judged without a score."""
+    if not evaluate.present():
+        return None, None, "", ""
+    show_phase("scoring the change with evaluate.py")
+    found = evaluate.score_of(run.files)
+    if found.get("tampered"):  # never the person's to fix: the change reached for its own score
+        return None, Failure.TAMPERED, found["tampered"], found["output"]
+    if "problem" in found:
+        if "problem" in evaluate.score_of(snap.files_of(start)):
+            say(f"{found['problem']} at the last known-good state too: evaluate.py is yours to fix (no task for the "
+                "model; the change is judged without a score)")
+            return None, None, "", ""
+        if evaluate.RATCHET:
+            return None, ScoreFailure.BROKEN, found["problem"], found["output"]
+        return None, None, "", ""
+    before = start.get("score")
+    if evaluate.RATCHET and before is not None and found["score"] < before - evaluate.TOLERANCE:
+        return found, ScoreFailure.FELL, f"{before:g} to {found['score']:g}", ""
+    return found, None, "", ""
+
+
+# --- a run that failed nothing --------------------------------------------------------------------
+def settle_run(number, index, start, run, verdict, score):
+    """Land the change (ticking what its answer finished), or say why nothing changed."""
+    said, problem = run.said, run.said["problem"] or {}
+    base = dict(start=start["id"], said=said, changes=run.changes, not_landed=run.not_landed)
+    if problem.get("kind") == "stop" or run.code == EX_CONFIG:
+        result = Result(Outcome.STOPPED, "configuration error", problem.get("why") or seed_message(run), **base)
+    elif problem.get("kind") == "wait" and not run.changes:
+        result = Result(Outcome.WAITING, reason=problem["why"], until=problem["until"], **base)
+    elif run.changes:
+        result = land(number, index, start, run, verdict, score, base)
+    else:
+        why = problem.get("why") or said["reason"] or (seed_message(run) if run.code else "") or \
+            (f"nothing to apply: {'; '.join(said['refused'])}" if said["refused"] else "")
+        result = Result(Outcome.NO_CHANGE, why, why, **base)
+    if said["outcome"] == "rejected" and said["reason"]:  # the seed's own compile check put its answer back
+        why = f"The last answer was not applied: {said['reason']}. Write it again, whole."
+        journal.add_failure_task(why, "", start["id"], journal.failure_mark("rejected", said["reason"]))
+    return result
+
+
+def land(number, index, start, run, verdict, score, base):
+    """Land a change that passed the gate and tick what its answer finished. A person's edits to the same files,
+    made during the run, are kept as a snapshot first. The landed snapshot keeps what its gate found: the ratchet's
+    counts, the score, which tests ran (the cadence counts the landings that rest on a selection)."""
+    if snap.edited_since(start, [rel for rel, *_ in run.changes]):
+        snap.snapshot(index, "before", number)
+    write_atomically(SETTLING, json.dumps({"iteration": number, "start": start["id"]}))  # until its row is written
+    plan, outside = terrarium.land(run.changes, run.files)
+    if not plan:
+        return Result(Outcome.NO_CHANGE, "a symlink out of the folder, or a folder, stands where it would land",
+                      "outside", outside=outside, **base)
+    landed = {rel: sha for rel, sha in {**snap.files_of(start), **plan}.items() if sha}
+    entry = snap.snapshot(index, "landed", number, files=landed)  # the new known-good candidate; the report's "after"
+    if verdict.passing is not None:
+        entry.update(passing=verdict.passing, counted=gate.COUNTED)  # the ratchet's counts, of test functions
+    if score is not None:
+        entry["score"] = score["score"]  # the score a change that starts from here must keep (SEED_RATCHET=score)
+    entry["judged"] = verdict.tests_ran
+    partial = verdict.tests_ran != gate.EVERY_TEST
+    index["partial_landings"] = index.get("partial_landings", 0) + 1 if partial else 0
+    snap.save_index(index)
+    journal.tick_tasks(run.said["done"])
+    return Result(Outcome.LANDED, f"{len(plan)} file(s) changed", after=entry["id"], landed=len(plan),
+                  outside=outside, **base)
+
+
+def seed_message(run):
+    """What the seed said of how it ended: its record's reason, else the last line it printed."""
+    lines = [line for line in run.output.splitlines() if line.strip()]
+    return redact(run.said["reason"] or (lines[-1] if lines else "no message"))
+
+
+# --- a run that failed ----------------------------------------------------------------------------
+def settle_failure(number, index, start, run, memory, fault):
+    """Roll a failed change back and make it a task for the model; or, when the failure is the world's (the seed
+    failing where it once ran well, or as it does while the world is broken, or ended while the model still had its
+    request; or the gate failing the same way at the state the change started from), keep the folder and wait."""
+    failure, detail, output = fault
+    mark = journal.failure_mark(headline_of(failure, detail), output)
+    own = isinstance(failure, RunFailure) and failure is not RunFailure.UNTRUSTED  # the seed's run, not what it left
+    if own and not run.asked and (start["good"] or (failure.value, detail) == memory.world or run.said["asking"]):
+        return blame_the_world(number, index, start, run, memory, fault)  # asking: the model kept it waiting
+    again = isinstance(failure, RunFailure) and memory.repeat == (start["id"], mark) and start["kind"] == "landed"
+    memory.repeat = (start["id"], mark) if isinstance(failure, RunFailure) else None
+    walk = (own and not run.asked) or again  # the seed itself is broken: go back to where it worked
+    memory.suspect = {"failure": failure.value, "mark": mark, "home": start} if walk else None
+    memory.keep()  # before the walk-back: a keeper stopped during it must not keep it
+    kept, restored, stuck = roll_back(index, start, walk, number, memory.bad, run.files)
+    base = dict(start=start["id"], said=run.said, changes=run.changes, not_landed=run.not_landed, failure=failure,
+                output=redact(output), kept=kept, restored=restored, stuck=stuck)
+    if not walk and failure in RECHECKED and fully_judged(start) and same_at_start(start, run, mark):
+        return wait_for_the_world(Result(Outcome.WAITING, **base), memory, detail)
+    outcome = Outcome.TAMPERED if failure is Failure.TAMPERED else Outcome.ROLLED_BACK
+    headline = headline_of(failure, detail)
+    journal.add_failure_task(f"Iteration {number} was rolled back: {headline}. Find and fix the cause.", output,
+                             start["id"], mark)
+    return Result(outcome, detail if outcome is Outcome.TAMPERED else headline, headline, **base)
+
+
+def headline_of(failure, detail):
+    """A failure as people read it: its kind, then what it says."""
+    return SHAPES.get(failure, "{}: {}").format(failure.value, detail) if detail else failure.value
+
+
+def same_at_start(start, run, mark):
+    """Whether the gate fails the same way at the state the change started from (then the cause is not the change)."""
+    verdict = gate.run_checks(snap.files_of(start), gate.touches_seed(run.changes, run.files))
+    return bool(verdict.failure) and journal.failure_mark(verdict.why, verdict.output) == mark
+
+
+def fully_judged(start):
+    """Whether the state a change started from passed every test when it landed (or was not landed by a gate): only
+    then can the same failure there be the world's. One landed on a selection may hold a break it did not run."""
+    return start.get("judged") in (None, gate.EVERY_TEST)
+
+
+def blame_the_world(number, index, start, run, memory, fault):
+    """Not the code's fault: keep the newest state (undo a walk-back that a failure of this kind began, and take
+    back the task it wrote), write no task, and wait."""
+    failure, detail, output = fault
+    suspect = memory.suspect
+    home = suspect["home"] if suspect and suspect["failure"] == failure.value else start
+    kept = keep_failed(index, number, run.files)
+    if home is not start:  # undo the walk-back (the folder never had what failed)
+        snap.snapshot(index, "before", number)
+        snap.restore(home)
+        memory.bad.discard(home["id"])
+        journal.remove_failure_task(suspect["mark"])
+    terrarium.sync_work()
+    memory.world, memory.suspect = (failure.value, detail), None  # no walk-back is left to undo
+    result = Result(Outcome.WAITING, start=start["id"], said=run.said, failure=failure, output=redact(output),
+                    kept=kept, restored=home["id"])
+    if run.said["asking"] and not start["good"]:
+        return wait_for_the_world(result, memory, detail, "the model still had the run's request when it ended")
+    return wait_for_the_world(result, memory, detail)
+
+
+def wait_for_the_world(result, memory, detail, why="the same happens at the last known-good state"):
+    """Wait after a failure from outside the code, a little longer each time, and say what to check."""
+    memory.pause = min(max(FAULT_PAUSE, 2 * memory.pause), 3600)
+    result.until = datetime.now(timezone.utc) + timedelta(seconds=memory.pause)
+    where = "while the model still had its request" if result.said.get("asking") and why[:8] != "the same" else \
+        "at the last known-good state too"
+    result.summary = f"{headline_of(result.failure, detail)} {where}"
+    result.reason = (f"{journal.error_line(result.output) or headline_of(result.failure, detail)}; {why}, so the cause "
+                     "is outside the code: check the network, the disk, the installed packages (pip install -r "
+                     "requirements.txt) and GEMINI_MODEL")
+    return result
+
+
+def roll_back(index, start, walk, number, bad, files):
+    """Keep the failing state, then go back: to the start, or further back when the seed itself is broken. (The
+    snapshot keeping it, the one gone back to, and whether no known-good state is left.)"""
+    kept = keep_failed(index, number, files)
+    if walk:
+        bad.add(start["id"])
+    target = snap.walk_back(index, bad) if walk else start
+    show_phase(f"rolling back to snapshot {target['id']}")
+    if target is not start:  # the folder never had the failed change: only a walk-back changes it
+        snap.snapshot(index, "before", number)  # a person's edits made during the run are kept first
+        snap.restore(target)
+    terrarium.sync_work()
+    return kept, target["id"], target["id"] in bad
+
+
+def keep_failed(index, number, files):
+    """Keep a failed change's candidate as a snapshot (its id), or None when nothing could be taken."""
+    return snap.snapshot(index, "failed", number, files=files)["id"] if files is not None else None
+
+
+def set_aside(index, start, number):
+    """On Ctrl+C or after kill -9 mid-run: keep what the run wrote (in the working copy, read as the model's) as
+    a snapshot; the folder never had it."""
+    try:
+        files = terrarium.capture_work(snap.files_of(start))["files"]
+    except Untrusted:
+        files = snap.files_of(start)
+    if files != snap.files_of(start):
+        kept = snap.snapshot(index, "interrupted", number, files=files)
+        say(f"the interrupted run's changes are kept as snapshot {kept['id']} (python fallback.py --materialise "
+            f"{kept['id']} writes them out); the codebase is as it was")
+    terrarium.sync_work()
+
+
+# --- after the iteration ----------------------------------------------------------------------------
+def note_dry_spell(index, result, memory):
+    """Count iterations in a row that asked the model, or failed, and landed nothing; at DRY_SPELL say so, at twice
+    that walk back one known-good state."""
+    if result.outcome is Outcome.LANDED:
+        memory.dry = 0
+        return
+    failed = result.outcome in (Outcome.ROLLED_BACK, Outcome.TAMPERED)
+    if not (failed or result.outcome is Outcome.NO_CHANGE and result.said.get("requests")):
+        return
+    memory.dry += 1
+    if memory.dry % DRY_SPELL == 0:
+        result.stalled = f"nothing has landed in the last {memory.dry} iterations"
+        if memory.dry >= 2 * DRY_SPELL:
+            here = snap.snapshot(index, "before", index["iteration"])
+            memory.bad.add(here["id"])
+            target = snap.walk_back(index, memory.bad)
+            snap.restore(target)
+            result.stalled += f"; went back to snapshot {target['id']} (this state is kept as {here['id']})"
+            memory.dry = 0
+        journal.add_failure_task(f"Stalled: {result.stalled}. Change approach: smaller, surer steps.", "",
+                                 index["snapshots"][-1]["id"], journal.failure_mark("stalled", ""))
+
+
+def waste_of(result):
+    """Why an answered request was spent for nothing, as the ledger counts it: the failure's kind, or why no change
+    came of it."""
+    if result.failure is not None:
+        return result.failure.value
+    if result.outcome is Outcome.NO_CHANGE:
+        said = result.said
+        return "compile error" if said.get("outcome") == "rejected" else "nothing to apply" if said.get("refused") \
+            and not result.changes else "outside" if result.outside else "no change"
+    return result.outcome.value

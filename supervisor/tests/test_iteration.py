@@ -1,0 +1,152 @@
+"""What an iteration comes to, decided in one place (supervisor/iteration.py), tested in-process and fast.
+
+Each test loads the keeper from a fresh workspace of its own (its paths are that workspace's), lays out snapshots
+as the loop would have left them, and hands the policy a run as the seed and the gateway would have told it: the
+walk-back, the world's fault, the same failure twice from a landed state, the dry spell, and the headlines people
+read. The end-to-end tests of the same rules run `python fallback.py` (test_fallback.py).
+"""
+import importlib
+import importlib.util
+import re
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from conftest import fresh_workspace
+
+
+def keeper_in(root):
+    """The keeper's parts loaded from root by their path, under a package name of root's own (their paths are root's)."""
+    name = "keeper_" + re.sub(r"\W", "_", str(root))
+    spec = importlib.util.spec_from_file_location(name, root / "supervisor" / "__init__.py",
+                                                  submodule_search_locations=[str(root / "supervisor")])
+    sys.modules[name] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sys.modules[name])
+    parts = ("iteration", "snapshots", "journal", "gate", "settings")
+    return SimpleNamespace(**{part: importlib.import_module(f"{name}.{part}") for part in parts})
+
+
+@pytest.fixture
+def keeper(tmp_path):
+    root = fresh_workspace(tmp_path / "workspace")
+    (root / "notes.py").write_text("NOTES = []\n")
+    k = keeper_in(root)
+    k.root, k.index = root, k.snapshots.load_index()
+    k.genesis = k.snapshots.snapshot(k.index, "genesis", 1)
+    k.genesis["good"] = True
+    yield k
+    for module in [m for m in sys.modules if m.startswith("keeper_")]:
+        del sys.modules[module]
+
+
+def landed(k, text, number, good=False):
+    """A change landed in the folder, as the loop leaves it: the file written, a landed snapshot."""
+    (k.root / "notes.py").write_text(text)
+    entry = k.snapshots.snapshot(k.index, "landed", number)
+    entry["good"] = good
+    return entry
+
+
+def said(requests=1, **told):
+    """What the seed said of its run, with the gateway's account of it (journal.account's shape)."""
+    return {"outcome": "applied", "refused": [], "reason": "", "model": "m", "requests": requests, "tokens": {},
+            "calls": [], "salvaged": "", "answered": requests > 0, "problem": None, "asking": False, "tasks": [],
+            "done": [], **told}
+
+
+def crash(k, output="Traceback (most recent call last):\n  File \"seed.py\", line 3, in main\nValueError: broke\n"):
+    return k.iteration.Run(1, output, said(requests=0))
+
+
+def test_a_seed_that_crashes_where_it_never_ran_well_walks_back_to_the_last_known_good_state(keeper):
+    k, memory = keeper, keeper.iteration.Memory()
+    broken = landed(k, "NOTES = None\n", 2)
+    result = k.iteration.settle(3, k.index, broken, crash(k), memory)
+    assert result.outcome is k.iteration.Outcome.ROLLED_BACK and result.failure is k.iteration.RunFailure.CRASHED
+    assert result.headline() == "rolled back: seed.py crashed (exit 1)" and result.restored == k.genesis["id"]
+    assert (k.root / "notes.py").read_text() == "NOTES = []\n" and broken["id"] in memory.bad
+    assert "- [ ] Iteration 3 was rolled back: seed.py crashed (exit 1)" in (k.root / "pending_tasks.md").read_text()
+
+
+def test_a_crash_where_the_seed_once_ran_well_is_the_worlds_and_waits_a_little_longer_each_time(keeper):
+    k, memory = keeper, keeper.iteration.Memory()
+    good = landed(k, "NOTES = ['kept']\n", 2, good=True)
+    first = k.iteration.settle(3, k.index, good, crash(k), memory)
+    second = k.iteration.settle(4, k.index, good, crash(k), memory)
+    assert first.outcome is second.outcome is k.iteration.Outcome.WAITING and first.until < second.until
+    assert first.headline().endswith("seed.py crashed (exit 1) at the last known-good state too")
+    assert "cause is outside the code" in first.reason and "ValueError: broke" in first.reason
+    assert (k.root / "notes.py").read_text() == "NOTES = ['kept']\n" and not memory.bad
+    assert "rolled back" not in (k.root / "pending_tasks.md").read_text()  # no task for the model
+
+
+def test_a_failure_shown_to_be_the_worlds_undoes_the_walk_back_it_began_and_takes_back_its_task(keeper):
+    k, memory = keeper, keeper.iteration.Memory()
+    fresh = landed(k, "NOTES = ['new']\n", 2)
+    k.iteration.settle(3, k.index, fresh, crash(k), memory)  # walked back to genesis, where it once ran well
+    assert (k.root / "notes.py").read_text() == "NOTES = []\n"
+    result = k.iteration.settle(4, k.index, k.genesis, crash(k), memory)  # the same there: the world's
+    assert result.outcome is k.iteration.Outcome.WAITING and result.restored == fresh["id"]
+    assert (k.root / "notes.py").read_text() == "NOTES = ['new']\n"
+    assert "was rolled back" not in (k.root / "pending_tasks.md").read_text()
+
+
+def test_the_same_failure_of_the_runs_own_doing_twice_from_a_landed_state_walks_back_at_once(keeper):
+    """A seed that asks the model, then leaves what the keeper does not take (its record a link), fails every run:
+    the second time from the same landed state goes back to the last known-good one, without a dry spell."""
+    k, memory = keeper, keeper.iteration.Memory()
+    saboteur = landed(k, "NOTES = ['sabotage']\n", 2)
+    run = k.iteration.Run(0, "", said(), untrusted=".seed/record.json: a symbolic link, not a file")
+    first = k.iteration.settle(3, k.index, saboteur, run, memory)
+    assert first.outcome is k.iteration.Outcome.ROLLED_BACK and first.restored == saboteur["id"]
+    assert not saboteur["good"]  # it asked the model, but its run failed: not known good
+    second = k.iteration.settle(4, k.index, saboteur, run, memory)
+    assert second.outcome is k.iteration.Outcome.ROLLED_BACK and second.restored == k.genesis["id"]
+    assert (k.root / "notes.py").read_text() == "NOTES = []\n" and saboteur["id"] in memory.bad
+
+
+def test_a_change_the_gate_fails_rolls_back_to_where_it_started_and_becomes_a_task(keeper):
+    k, memory = keeper, keeper.iteration.Memory()
+    start = landed(k, "NOTES = ['landed']\n", 2, good=True)
+    bad = k.snapshots.store_object(b"def test_fails():\n    assert 1 == 2\n")
+    files = {**k.snapshots.files_of(start), "tests/test_fails.py": bad}
+    run = k.iteration.Run(0, "", said(), files=files, changes=[("tests/test_fails.py", "new", 2, 0)])
+    result = k.iteration.settle(3, k.index, start, run, memory)
+    assert result.outcome is k.iteration.Outcome.ROLLED_BACK and result.failure is k.gate.Failure.TESTS
+    assert result.restored == start["id"] and result.kept and not memory.bad
+    assert not (k.root / "tests" / "test_fails.py").exists()
+    assert "was rolled back: tests failed" in (k.root / "pending_tasks.md").read_text()
+
+
+def test_a_dry_spell_becomes_a_task_and_twice_as_long_walks_back_one_known_good_state(keeper):
+    k, memory = keeper, keeper.iteration.Memory()
+    landed(k, "NOTES = ['one']\n", 2, good=True)
+    nothing = k.iteration.Result(k.iteration.Outcome.NO_CHANGE, said=said())
+    results = []
+    for n in range(2 * k.settings.DRY_SPELL):
+        k.index["iteration"] = 3 + n
+        results.append(k.iteration.Result(k.iteration.Outcome.NO_CHANGE, said=said()))
+        k.iteration.note_dry_spell(k.index, results[-1], memory)
+    assert results[k.settings.DRY_SPELL - 1].stalled == f"nothing has landed in the last {k.settings.DRY_SPELL} iterations"
+    assert "went back to snapshot" in results[-1].stalled and memory.dry == 0
+    assert (k.root / "notes.py").read_text() == "NOTES = []\n"
+    waits = k.iteration.Result(k.iteration.Outcome.WAITING, said=said(requests=0))
+    k.iteration.note_dry_spell(k.index, waits, memory)  # a wait asks nothing: it is no dry iteration
+    k.iteration.note_dry_spell(k.index, nothing, memory)
+    assert memory.dry == 1 and "Stalled:" in (k.root / "pending_tasks.md").read_text()
+
+
+def test_headlines_are_rendered_from_the_outcome_and_never_read_back(keeper):
+    it = keeper.iteration
+    moment = __import__("datetime").datetime(2026, 11, 25, 18, 5, tzinfo=__import__("datetime").timezone.utc)
+    assert it.Result(it.Outcome.WAITING, "tests failed at the last known-good state too", until=moment).headline() \
+        == "waiting until 2026-11-25 18:05 UTC: tests failed at the last known-good state too"
+    assert it.Result(it.Outcome.LANDED, "2 file(s) changed").headline() == "landed: 2 file(s) changed"
+    assert it.Result(it.Outcome.NO_CHANGE).headline() == "no change"
+    assert it.headline_of(it.RunFailure.KILLED, "SIGXCPU (a resource limit, or a signal)") == \
+        "seed.py was killed by SIGXCPU (a resource limit, or a signal)"
+    assert it.headline_of(it.ScoreFailure.FELL, "1 to -3") == "score fell from 1 to -3"
+    source = "".join((keeper.root / "supervisor" / name).read_text() for name in ("iteration.py", "recovery.py"))
+    source += (keeper.root / "fallback.py").read_text()
+    assert not re.search(r"(outcome|failure|reason|why|headline)\S*\.startswith|re\.\w+\([^)]*(outcome|failure)", source)
