@@ -3,18 +3,18 @@
     verdict = gate(changes, files, before, full)    # Verdict(failure or None, detail, output, passing, tests_ran)
 
 The candidate's changed .py files must compile (here, from the bytes captured: compiling runs nothing), and its
-conftest.py files and test modules keep to what the model's may do with pytest (source.refused: read, not run).
-Then the candidate is laid out in .seed/judged/ (terrarium.judged_copy), which the checks may read but not write,
-and one confined child with no key and no way to the gateway (check.py, run by its path) imports the codebase's
-top-level modules, then runs pytest over tests/ (the model's tests, and the seed's contract when the seed or a
-module it imports changed) under the keeper's configuration: `-c /dev/null`, so no pytest.ini, setup.cfg,
-tox.ini, pyproject.toml or addopts of the model's changes how its tests are collected or reported. The verdict is
-read from what the keeper's own plugin in that child reports, test by test, through a pipe of the keeper's as they
-happen, each line signed (not from an exit code): a child that ends early, collects nothing where tests exist, or
-reports fewer tests than it collected, fails. And the tests are a ratchet: fewer of the model's test functions
-passing than at the landed state the change started from is a failure, "tests removed". What shows the code
-reached for the verdict instead (a hook or plugin the plugin found, pytest's code patched, a line on the pipe the
-plugin did not sign, a test no source defines) is Failure.TAMPERED.
+conftest.py files and test modules keep to what the model's may do with pytest (source.refused: read, not run). Then
+the candidate is laid out in .seed/judged/ (terrarium.judged_copy), which the checks may read but not write, and one
+confined child with no key and no way to the gateway (check.py, run by its path) imports the codebase's top-level
+modules (seed.py, and so requests, only when it or a module it imports changed), then runs pytest over tests/ (the
+model's tests, and the seed's contract when the seed or a module it imports changed) under the keeper's
+configuration: `-c /dev/null`, so no pytest.ini, setup.cfg, tox.ini, pyproject.toml or addopts of the model's
+changes how its tests are collected or reported. The verdict is read from what the keeper's own plugin in that child
+reports, test by test, through a pipe of the keeper's as they happen, each line signed (not from an exit code): a
+child that ends early, collects nothing where tests exist, or reports fewer tests than it collected, fails. And the
+tests are a ratchet: fewer of the model's test functions passing than at the landed state the change started from is
+a failure, "tests removed". What shows the code reached for the verdict instead (a hook or plugin the plugin found,
+pytest's code patched, a line on the pipe the plugin did not sign, a test no source defines) is Failure.TAMPERED.
 
 The checks run as a cascade, cheap and likely failures first: compile; import; the test files the change can
 affect (selection.py), failing at the first failure; then the rest of the suite, unless the selection is sound
@@ -115,13 +115,14 @@ def touches_seed(changes, files):
 
 
 def run_checks(files, contract, changes=None, split=False):
-    """The Verdict on the candidate's top-level modules importing and pytest over tests/ (with the seed's contract if
-    asked), its counts those of this run alone. With `changes`, the tests they can affect run first, and alone when
-    that selection is sound and the seed's contract is not asked. With `split`, a run of SEED_PARALLEL_FROM test
-    files or more goes in two parts at once where that is sound. The code runs in a child of the terrarium, in the
-    judged copy it may not write, with no key and no way to the API."""
+    """The Verdict on the candidate's top-level modules importing (seed.py with its contract only) and pytest over
+    tests/ (with the seed's contract if asked), its counts those of this run alone. With `changes`, the tests they
+    can affect run first, and alone when that selection is sound and the seed's contract is not asked. With `split`,
+    a run of SEED_PARALLEL_FROM test files or more goes in two parts at once where that is sound. The code runs in a
+    child of the terrarium, in the judged copy it may not write, with no key and no way to the API."""
     judged_copy(files, with_contract=contract)
-    modules = [rel[:-3] for rel in files if rel.endswith(".py") and "/" not in rel and rel[:-3].isidentifier()]
+    modules = [rel[:-3] for rel in files if rel.endswith(".py") and "/" not in rel and rel[:-3].isidentifier()
+               and (contract or rel != "seed.py")]  # seed.py (and so requests) only when it or its modules changed
     modules += [rel.split("/")[0] for rel in files if re.fullmatch(r"[A-Za-z_]\w*/__init__\.py", rel)]
     every = sorted(rel for rel in files if re.fullmatch(r"tests/(.*/)?test_[^/]*\.py", rel))
     first, sound = selection.affected(every, changes, files) if changes is not None and not contract else (every, False)
@@ -243,13 +244,16 @@ def listen(run):
 
 
 def seed_and_its_modules(files):
-    """seed.py and the candidate's files it imports, directly or not: a change to one of them runs the contract."""
+    """seed.py and the files it imports, directly or not, in the candidate or deleted by the change: a change to one
+    of them runs the contract."""
     found, queue = set(), ["seed.py"]
     while queue:
         rel = queue.pop()
-        if rel in found or rel not in files:
+        if rel in found:
             continue
         found.add(rel)
+        if rel not in files:
+            continue  # one the change deleted, or an installed package's name
         try:
             tree = ast.parse(object_path(files[rel]).read_bytes())
         except (SyntaxError, ValueError):
@@ -257,7 +261,8 @@ def seed_and_its_modules(files):
         names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
         names += [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module and not n.level]
         for top in {name.split(".")[0] for name in names} - set(sys.stdlib_module_names):
-            queue += [f"{top}.py"] + [rel for rel in files if rel.startswith(f"{top}/") and rel.endswith(".py")]
+            queue += [f"{top}.py", f"{top}/__init__.py"] + [rel for rel in files if rel.startswith(f"{top}/")
+                                                              and rel.endswith(".py")]
     return found
 
 

@@ -32,6 +32,9 @@ def test_a_conftest_hook_that_swallows_a_failing_tests_exception_is_tampering(wo
     outcome = rolled_back_as_tampered(workspace, done, gemini, outside)
     assert "conftest.py" in outcome and "pytest_runtest_call" in outcome, outcome
     assert not (workspace / "calc.py").exists() and not (workspace / "conftest.py").exists()
+    assert "1 iteration(s): 1 tampered;" in done.stdout  # counted as its own outcome, as --status and the page do
+    status = run_fallback(workspace, env, "--status").stdout
+    assert "tampered" in status, status
 
 
 def test_a_forged_collection_of_500_tests_never_stands_for_the_real_tests_it_replaced(workspace, env, gemini, outside):
