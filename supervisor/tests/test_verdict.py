@@ -154,6 +154,28 @@ def test_a_hook_plugin_or_patch_that_reaches_into_pytest_is_tampering_however_it
     assert not (workspace / "calc.py").exists()
 
 
+SILENCERS = {  # what silences the keeper's plugin instead of forging it: a verdict not heard whole fails the change
+    "the keeper's plugin unregistered by a fixture": (
+        "import pytest\n\n\n@pytest.fixture(autouse=True)\ndef alone(request):\n"
+        "    manager = request.config.pluginmanager\n    for plugin in list(manager.get_plugins()):\n"
+        "        if type(plugin).__name__ == 'Keeper':\n            manager.unregister(plugin)\n",
+        "tests "),
+    "every descriptor closed by a fixture": (
+        "import os\n\nimport pytest\n\n\n@pytest.fixture(autouse=True)\ndef deaf():\n    os.closerange(3, 256)\n",
+        "tests "),
+}
+
+
+@pytest.mark.parametrize("attack", SILENCERS)
+def test_a_conftest_that_silences_the_keepers_plugin_fails_the_change(workspace, env, gemini, outside, attack):
+    conftest, says = SILENCERS[attack]
+    gemini.reply(api.answer([WRONG_CALC, FAILING_TEST, ("conftest.py", conftest)]))
+    done = run_fallback(workspace, env, "--iterations", "1", timeout=120)
+    held(workspace, done, gemini, outside, 1)
+    assert outcomes(workspace)[0].startswith(f"rolled back: {says}"), outcomes(workspace)
+    assert not (workspace / "calc.py").exists()
+
+
 NOTES = ("notes.py", "import json\nimport pathlib\nimport sys\n\nFILE = pathlib.Path('notes.json')\n\n\n"
                      "def main(command, *words):\n    notes = json.loads(FILE.read_text()) if FILE.exists() else []\n"
                      "    if command == 'add':\n        FILE.write_text(json.dumps(notes + [' '.join(words)]))\n"
