@@ -140,7 +140,7 @@ def pause(result, delay):
     """Wait before the next iteration: as the seed asked after exit 75, longer when stuck at genesis."""
     if result.until:
         seconds = (result.until - datetime.now(timezone.utc)).total_seconds()
-        say(f"waiting until {local_time(result.until)} ({seconds / 60:.0f} min): {result.reason}")
+        say(f"waiting until {result.until.astimezone():%H:%M} local time ({seconds / 60:.0f} min): {result.reason}")
         show_phase(f"waiting for the model until {local_time(result.until)}: {result.reason}", restart=True)
     elif result.stuck:
         seconds = max(delay, 600)

@@ -138,10 +138,12 @@ def tick_tasks(done):
 def steering_size():
     """Characters every prompt carries from the person: goal.md and the open tasks with their detail lines (the
     first SHOWN_TASKS, as the seed shows them), so that a model whose prompt cannot hold them is not asked."""
-    shown = [task for task in parse_tasks(read_tasks()) if not task.done][:SHOWN_TASKS]
+    lines = read_tasks()
+    shown = [task for task in parse_tasks(lines) if not task.done][:SHOWN_TASKS]
     goal = source_of("goal.md")
-    return (len(goal.read_text("utf-8", "replace")) if goal.is_file() else 0) + \
-        sum(min(len(task.text) + sum(map(len, task.detail)), 2_000) + 6 for task in shown)  # the seed's cap on detail
+    return (len(goal.read_text("utf-8", "replace")) if goal.is_file() else 0) + sum(
+        len(lines[task.first]) + min(sum(map(len, lines[task.first + 1:task.end])), 2_000) for task in shown)
+    # a task's line whole, its detail lines up to the seed's cap
 
 
 def drop_oldest_failures(lines):

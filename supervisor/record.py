@@ -475,9 +475,9 @@ def read_section(heading, body):
     return row
 
 
-def kind_of(outcome):
-    """The outcome an old log's heading names, by the words it begins with."""
-    return next((kind.value for kind in Outcome if outcome.startswith(kind.value)), Outcome.OTHER.value)
+def kind_of(heading):
+    """The outcome an old log's heading names, by the words it begins with (the migration alone reads prose)."""
+    return next((kind.value for kind in Outcome if heading.startswith(kind.value)), Outcome.OTHER.value)
 
 
 LISTED = {"Refused": "refused", "Not landed (the keeper's)": "not_landed", "Refused by the system": "refusals",
