@@ -6,7 +6,7 @@
 The codebase's top-level modules import, then pytest runs over the tests under the keeper's configuration (`-c
 /dev/null`: no ini file or addopts of the model's) with the keeper's plugin, which tells each outcome as it
 happens. What it tells goes to the keeper's pipe (descriptor FACTS), each line signed with a token read once from
-descriptor TOKEN: neither is a module global, the pipe is not inherited by what the tests start, and a line
+descriptor TOKEN: neither is a module global, the pipe is closed in every program the tests start, and a line
 without the token is someone else's. The plugin also tells where the tests reached into pytest itself: a hook
 outside what a model's conftest.py may implement, a plugin the model's code registered, pytest's own code changed.
 On two cores or more the gate may ask for PARTS processes at once (SECONDS each at most): only a clean pass there
@@ -31,11 +31,7 @@ PYTEST_OWN = ("_pytest", "pytest", "pluggy")  # the packages whose code is pytes
 def main(argv):
     """The gate's child: the modules import, then pytest runs over the tests (one interpreter start-up, not two)."""
     if argv[0] == "--part":
-        root, facts, token, basetemp, *tests = argv[1:]
-        tell = teller(int(facts), int(token))
-        pristine = Pristine()
-        sys.path.append(root)
-        return run_tests(root, tests, tell, pristine, basetemp)
+        return part(*argv[1:5], argv[5:])
     root, facts, token, parts, seconds = argv[:5]
     modules, tests = argv[5:argv.index("--")], argv[argv.index("--") + 1:]
     tell = teller(int(facts), int(token))
@@ -52,6 +48,14 @@ def main(argv):
         print(f"(the tests ran first in {parts} parts at once, and one did not pass: the verdict is this run's, "
               "in one process)")
     return code
+
+
+def part(root, facts, token, basetemp, tests):
+    """One part of the tests, in a process, a temp folder and a pipe of its own: its exit code."""
+    tell = teller(int(facts), int(token))
+    pristine = Pristine()
+    sys.path.append(root)
+    return run_tests(root, tests, tell, pristine, basetemp)
 
 
 def imported(modules):

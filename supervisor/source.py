@@ -14,6 +14,7 @@ import sys
 from functools import lru_cache
 
 from .check import CONFTEST_HOOKS
+from .selection import installed
 from .snapshots import object_path
 
 IMPORTABLE = {"pytest"}  # besides the standard library and the codebase's own modules
@@ -69,9 +70,9 @@ def import_refusal(node, codebase):
         return f"from {node.module} import *: a conftest.py names what it imports"
     for module in [node.module] if isinstance(node, ast.ImportFrom) else [alias.name for alias in node.names]:
         top = (module or "").split(".")[0]
-        if top not in sys.stdlib_module_names and top not in IMPORTABLE and top not in codebase:
+        if top not in sys.stdlib_module_names and top not in IMPORTABLE and (top not in codebase or installed(top)):
             return f"imports {module}, which is neither the standard library, pytest nor the codebase's"
-    return ""
+    return ""  # (a folder of the codebase named like an installed package is not what that name imports)
 
 
 def binding_refusal(node):

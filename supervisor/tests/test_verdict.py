@@ -137,6 +137,10 @@ WITHIN_THE_SOURCE = {  # refused before any of the model's code runs
         [PLUGIN, ("conftest.py", "import helper\n\n\ndef __dir__():\n    return ['pytest_runtest_call']\n\n\n"
                                  "def __getattr__(name):\n    return helper.pytest_runtest_call\n")],
         "conftest.py: __dir__: a conftest.py leaves its module's own machinery as Python makes it"),
+    "a conftest importing pytest's internals beside a folder of their name": (
+        [("_pytest/__init__.py", "# the codebase's, in name only: the installed one is what imports\n"),
+         ("conftest.py", "from _pytest import runner\n\nrunner.check_interactive_exception = lambda *a: False\n")],
+        "conftest.py: imports _pytest, which is neither the standard library, pytest nor the codebase's"),
     "a conftest importing pytest's internals": (
         [("conftest.py", "import _pytest.runner\n\n_pytest.runner.check_interactive_exception = lambda *a: False\n")],
         "conftest.py: imports _pytest.runner, which is neither the standard library, pytest nor the codebase's"),
