@@ -86,6 +86,10 @@ def seed_and_its_modules():
 
 @pytest.fixture
 def env(gemini):
+    return environment(gemini)
+
+
+def environment(gemini):
     """The environment of a user with a key, pointed at the fake server; nothing inherited from this shell."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("GEMINI_", "OPENAI_", "SEED_"))}
     clean.update(GEMINI_API_KEY=KEY, GEMINI_API_BASE=gemini.url, GEMINI_MODEL="gemini-3.5-flash",
