@@ -1,10 +1,12 @@
 """evaluate: how far the codebase has come toward goal.md, as a score you own and the model cannot edit.
 
 The keeper runs this after a change passes its gate, in a read-only copy of the changed codebase (the current
-folder), confined and with a time limit; the last line printed is JSON with a number "score" (and any other
-named numbers). The score is in the log, on the console, charted in report.html and shown to the model. With
-SEED_RATCHET=score in .env a change whose score falls is rolled back. This one scores the starter goal: the
-fraction of the note keeper's commands (add, list, find) that work. For your own goal, write your own.
+folder), confined and with a time limit; the last line this file prints (not a process it starts) is JSON with a
+number "score" (and any other named numbers). The score is in the log, on the console, charted in report.html and
+shown to the model. With SEED_RATCHET=score in .env a change whose score falls is rolled back. This one scores the
+starter goal: the fraction of the note keeper's commands (add, list, find) that work. It runs notes.py as a
+process of its own and judges what it prints, never importing it: imported, the code it scores would run in this
+process and could change what it prints. For your own goal, write your own, the same way.
 """
 import json
 import shutil

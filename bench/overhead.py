@@ -7,7 +7,9 @@ For each size, 50 iterations that each change 3 files, timed phase by phase with
 (supervisor/, copied into each made-up workspace and loaded by its path under a name of its own), in the
 order fallback.py's run_iteration calls them: the snapshot with change detection, the working copy's sync
 (catching up with the folder after the last landing), the capture of what the run changed, the
-compile check and whether the seed's contract must run (seed.py's imports, followed), then the landing (a
+compile check and whether the seed's contract must run (seed.py's imports, followed), the gate's reading of
+the model's tests from their source (the conftest.py allow-list before they run, the ratchet's count and the
+made-up ids after), then the landing (a
 snapshot for a person's edits, the crash-safe copy into the folder, the landed snapshot) and the log. One
 iteration in ten is rolled back instead (keep the failed state, restore, sync). Beside it, two baselines
 doing the same job, each on its own copy of the workspace: a snapshot before each run and the change summary
@@ -57,6 +59,8 @@ def make_workspace(root, files, keeper=False):
     (root / "app.py").write_text("def main():\n    return 1\n")
     (root / "tests").mkdir()
     (root / "tests" / "test_app.py").write_text("from app import main\n\n\ndef test_main():\n    assert main() == 1\n")
+    if keeper:
+        shutil.copytree(REPO / "supervisor", root / "supervisor", ignore=shutil.ignore_patterns("__pycache__", "tests"))
     for name in ("fallback.py", "seed.py", "goal.md", "pending_tasks.md", "iteration_log.md",
                  *(PROVIDED_TESTS if keeper else [])):
         (root / name).parent.mkdir(parents=True, exist_ok=True)
@@ -80,7 +84,8 @@ def load_keeper(root):
                                                   submodule_search_locations=[str(root / "supervisor")])
     sys.modules[name] = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(sys.modules[name])
-    parts = ("settings", "snapshots", "terrarium", "gate", "journal", "record", "sandbox", "iteration", "scrub")
+    parts = ("settings", "snapshots", "terrarium", "gate", "source", "journal", "record", "sandbox", "iteration",
+             "scrub")
     return SimpleNamespace(**{part: importlib.import_module(f"{name}.{part}") for part in parts})
 
 
@@ -150,6 +155,8 @@ class Ours(Phases):
         self.time("compile check", lambda: [gate.compile_error(rel, self.files[rel]) for rel, kind, *_ in changes
                                             if rel.endswith(".py") and kind != "deleted"])
         self.time("seed's imports (contract or not)", gate.touches_seed, changes, self.files)
+        self.time("conftest.py allow-list, pytest_plugins", self.k.source.refused, self.files)
+        self.time("the tests' source (ratchet, made-up ids)", self.read_tests)
         self.time("the gate's read-only copy", terrarium.judged_copy, self.files)
         if rolls_back(i):
             self.time("rollback (keep, sync)", self.roll_back, i)
@@ -164,6 +171,12 @@ class Ours(Phases):
         result = it.Result(it.Outcome.ROLLED_BACK, "tests failed", failure=self.k.gate.Failure.TESTS, changes=changes) \
             if rolls_back(i) else it.Result(it.Outcome.LANDED, f"{len(changes)} file(s) changed", changes=changes)
         self.time("record and log", self.keep, self.k.record.row_of(self.numbered + i + 1, result, 1.0), i)
+
+    def read_tests(self):
+        """As gate.tampering and gate.count_passing read the tests pytest reported: against what the source defines."""
+        reported = ["tests/test_app.py::test_main"]
+        self.k.source.made_up(reported, self.files, ["tests/test_app.py"])
+        return self.k.gate.count_passing({reported[0]: "passed"}, reported, ["tests/test_app.py"], self.files)
 
     def keep(self, row, i):
         """As fallback.py's record_iteration: the row and its request into the record, then its section into the log."""
@@ -195,11 +208,14 @@ class Ours(Phases):
         the same command run plainly; medians, interleaved."""
         gate, terrarium = self.k.gate, self.k.terrarium
         judged = self.k.settings.JUDGED
-        plain = [sys.executable, "-P", "-c", gate.CHECKS, str(judged), "1", "app", "seed", "--", "tests/test_app.py"]
+        plain = [sys.executable, "-P", str(gate.CHECK), str(judged), "FACTS", "TOKEN", "1", "150", "app", "seed", "--",
+                 "tests/test_app.py"]
         confined, unconfined = [], []
         for _ in range(GATE_RUNS):
             confined.append(timed(gate.run_checks, self.files, False)[1])
-            unconfined.append(run_ms(judged, plain, terrarium.clean_env()))  # its facts go to stdout (fd 1)
+            unconfined.append(gate.listen(lambda facts, token: run_ms(
+                judged, [str(facts) if a == "FACTS" else str(token) if a == "TOKEN" else a for a in plain],
+                terrarium.clean_env(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1"), pass_fds=(facts, token)))[1])
         return {"gate's child, confined (run_checks)": median(confined),
                 "gate's child, the same command unconfined": median(unconfined)}
 
@@ -297,9 +313,10 @@ def git(root, *args):
     return subprocess.run(["git", *args], cwd=root, capture_output=True, check=True)
 
 
-def run_ms(root, command, env, check=False):
+def run_ms(root, command, env, check=False, pass_fds=()):
     started = time.perf_counter()
-    subprocess.run(command, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=check)
+    subprocess.run(command, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=check,
+                   pass_fds=pass_fds)
     return (time.perf_counter() - started) * 1000
 
 

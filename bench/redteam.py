@@ -5,9 +5,10 @@
 The attacks are tests (supervisor/tests/test_attacks.py: what a run leaves in the working copy and what the code the
 gate runs does; supervisor/tests/test_confinement.py: the run's reach, its environment, its processes and its
 network; supervisor/tests/test_allowlists.py: the names that land, recovery, secrets by value, control characters,
-/etc, UNIX sockets), each driving `python fallback.py` against the fake Gemini and asserting what the person sees:
-the folder holds only what passed the gate, nothing outside it changed, no secret reached a file or a prompt, no
-process is left, the loop went on. An attack held when its test passed. Exit status 1 when one did not.
+/etc, UNIX sockets; supervisor/tests/test_verdict.py: what forges the gate's verdict, the ratchet's count or the
+person's score), each driving `python fallback.py` against the fake Gemini and asserting what the person sees: the
+folder holds only what passed the gate, nothing outside it changed, no secret reached a file or a prompt, no process
+is left, the loop went on. An attack held when its test passed. Exit status 1 when one did not.
 """
 import sys
 import tempfile
@@ -18,7 +19,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 SUITES = ["supervisor/tests/test_attacks.py", "supervisor/tests/test_confinement.py",
-          "supervisor/tests/test_allowlists.py"]
+          "supervisor/tests/test_allowlists.py", "supervisor/tests/test_verdict.py"]
 
 
 class Tally:

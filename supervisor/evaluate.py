@@ -3,17 +3,22 @@
     found = score_of(files)    # {"score": 0.67, ...} or {"problem": one line, "output": its output}
 
 evaluate.py is a keeper's file (settings.GUARDED): the model can never write or land it. After a change passes the
-gate, the keeper lays the candidate out in the judged copy (.seed/judged/, read-only) and runs evaluate.py there,
-confined like the gate's checks and within SEED_EVALUATE_SECONDS; the last line it prints is JSON with a number
-"score" (and any other named numbers). With SEED_RATCHET=score a change whose score falls below the known-good
-state's by more than SEED_SCORE_TOLERANCE is rolled back (see fallback.judge_score).
+gate, the keeper lays the candidate out in the judged copy (.seed/judged/, read-only) and runs evaluate.py there
+(scoring.py), confined like the gate's checks and within SEED_EVALUATE_SECONDS. What it says is the last line it
+printed itself (print, sys.stdout) by the end of its code, JSON with a number "score" (and any other named numbers),
+and it comes back on a channel of the keeper's own, not from the output its children share: a line on that channel
+the child did not sign, or a score printed after evaluate.py's own, is the scored code tampering with its score.
+With SEED_RATCHET=score a change whose score falls below the known-good state's by more than SEED_SCORE_TOLERANCE is
+rolled back (see fallback.judge_score).
 """
 import json
 import math
 import os
 import sys
+from pathlib import Path
 
 from . import terrarium
+from .gate import Failure, listen
 from .settings import JUDGED, PROBLEMS, ROOT, number
 
 EVALUATOR = ROOT / "evaluate.py"
@@ -23,12 +28,7 @@ RATCHET = os.environ.get("SEED_RATCHET", "").strip() == "score"  # a change whos
 if os.environ.get("SEED_RATCHET", "").strip() not in ("", "score"):
     PROBLEMS.append(f"SEED_RATCHET={os.environ['SEED_RATCHET']!r}: the one value it takes is  score  (or leave it "
                     "unset: the score is then only recorded)")
-RUN = """import sys
-source = sys.argv.pop(1)
-sys.path.append(".")
-sys.argv[0] = "evaluate.py"
-exec(compile(source, "evaluate.py", "exec"), {"__name__": "__main__", "__file__": "evaluate.py"})
-"""  # the person's evaluate.py, run in the judged copy (its folder the candidate's), its modules after the stdlib
+SCORING = Path(__file__).with_name("scoring.py")  # the child that runs evaluate.py and tells what it said
 
 
 def present():
@@ -37,25 +37,52 @@ def present():
 
 def score_of(files):
     """The scores evaluate.py gives the codebase `files` ({path: sha256}): {"score": n, other names: n}, or
-    {"problem": one line, "output": the output that shows it}."""
+    {"problem": one line, "output": the output that shows it}, with "tampered": what was found, when the code it
+    scored reached for the score's channel or printed a score after evaluate.py's own."""
     try:
         source = EVALUATOR.read_text("utf-8")
     except (OSError, UnicodeDecodeError) as error:
         return {"problem": f"evaluate.py cannot be read ({getattr(error, 'strerror', None) or error})", "output": ""}
     terrarium.judged_copy(files)
-    code, output = terrarium.run_bounded([sys.executable, "-P", "-c", RUN, source],
-                                         terrarium.clean_env(GEMINI_API_BASE="http://127.0.0.1:9"), SECONDS,
-                                         terrarium.policy(own_servers=True, judged=JUDGED), cwd=JUDGED)
+    rules = terrarium.policy(own_servers=True, judged=JUDGED)
+    rules["read"] += [str(SCORING), str(SCORING.with_name("check.py"))]  # the keeper's files the child reads
+    heard, (code, output) = listen(lambda channel, token: terrarium.run_bounded(
+        [sys.executable, "-P", str(SCORING), source, str(channel), str(token)],
+        terrarium.clean_env(GEMINI_API_BASE="http://127.0.0.1:9"), SECONDS, rules, cwd=JUDGED,
+        pass_fds=(channel, token)))
+    said = next((fact["said"] for fact in heard.facts if "said" in fact), None)
+    tampered = forged(heard, said, output)
+    if tampered:
+        return {"problem": f"{Failure.TAMPERED.value}: {tampered}", "tampered": tampered, "output": output}
     if code is None:
         return {"problem": f"evaluate.py took longer than {SECONDS} s (SEED_EVALUATE_SECONDS)", "output": output}
-    lines = [line for line in output.splitlines() if line.strip()]
-    try:
-        found = json.loads(lines[-1]) if lines else None
-    except ValueError:
-        found = None
-    if code != 0 or not isinstance(found, dict) or not number_like(found.get("score")):
+    found = scores_in(said)
+    if code != 0 or found is None:
         why = f"exit {code}" if code else "its last line is not JSON with a number \"score\""
         return {"problem": f"evaluate.py failed ({why})", "output": output}
+    return found
+
+
+def forged(heard, said, output):
+    """What shows the scored code reached for the score, or '': lines on the channel that the child did not sign,
+    or a score printed after evaluate.py's own (the last line of the output, where evaluate.py's should be)."""
+    if heard.foreign:
+        return f"{heard.foreign} line(s) on the score's channel that evaluate.py did not write"
+    lines = [line for line in output.splitlines() if line.strip()]
+    last = scores_in(lines[-1]) if lines else None
+    if said is not None and last is not None and last != scores_in(said):
+        return f"a score of {last['score']:g} was printed after evaluate.py's own ({said.strip()[:200]})"
+    return ""
+
+
+def scores_in(line):
+    """{"score": n, other names: n} from a line of JSON with a number "score", or None."""
+    try:
+        found = json.loads(line) if line else None
+    except ValueError:
+        return None
+    if not isinstance(found, dict) or not number_like(found.get("score")):
+        return None
     return {name: float(value) for name, value in found.items() if isinstance(name, str) and number_like(value)}
 
 

@@ -1,15 +1,20 @@
 """gate: the checks a change must pass to land. They judge the captured candidate, never the moment.
 
-The candidate's changed .py files must compile (here, from the bytes captured: compiling runs nothing). Then
-the candidate is laid out in .seed/judged/ (terrarium.judged_copy), which the checks may read but
-not write, and one confined child with no key and no way to the gateway imports the codebase's top-level
-modules, then runs pytest over tests/ (the model's tests, and the seed's contract when the seed or a module it
-imports changed) under the keeper's configuration: `-c /dev/null`, so no pytest.ini, setup.cfg, tox.ini,
-pyproject.toml or addopts of the model's changes how its tests are collected or reported. The verdict is read
-from what the keeper's own plugin in that child reports, test by test, through a pipe as they happen (not from
-an exit code): a child that ends early, collects nothing where tests exist, or reports fewer tests than it
-collected, fails. And the tests are a ratchet: fewer of the model's tests passing than at the landed state the
-change started from is a failure, "tests removed".
+    verdict = gate(changes, files, before, full)    # Verdict(failure or None, detail, output, passing, tests_ran)
+
+The candidate's changed .py files must compile (here, from the bytes captured: compiling runs nothing), and its
+conftest.py files and test modules keep to what the model's may do with pytest (source.refused: read, not run). Then
+the candidate is laid out in .seed/judged/ (terrarium.judged_copy), which the checks may read but not write, and one
+confined child with no key and no way to the gateway (check.py, run by its path) imports the codebase's top-level
+modules (seed.py, and so requests, only when it or a module it imports changed), then runs pytest over tests/ (the
+model's tests, and the seed's contract when the seed or a module it imports changed) under the keeper's
+configuration: `-c /dev/null`, so no pytest.ini, setup.cfg, tox.ini, pyproject.toml or addopts of the model's
+changes how its tests are collected or reported. The verdict is read from what the keeper's own plugin in that child
+reports, test by test, through a pipe of the keeper's as they happen, each line signed (not from an exit code): a
+child that ends early, collects nothing where tests exist, or reports fewer tests than it collected, fails. And the
+tests are a ratchet: fewer of the model's test functions passing than at the landed state the change started from is
+a failure, "tests removed". What shows the code reached for the verdict instead (a hook or plugin the plugin found,
+pytest's code patched, a line on the pipe the plugin did not sign, a test no source defines) is Failure.TAMPERED.
 
 The checks run as a cascade, cheap and likely failures first: compile; import; the test files the change can
 affect (selection.py), failing at the first failure; then the rest of the suite, unless the selection is sound
@@ -22,131 +27,26 @@ whole time. Tests may lean on each other's state, so the cadence's run is always
 or a selection hid is found within SEED_FULL_GATE_EVERY landings.
 """
 import ast
-import json
 import os
 import re
 import sys
 import threading
 from dataclasses import dataclass, replace
 from enum import Enum
+from pathlib import Path
+from typing import NamedTuple
 
-from . import selection
+from . import selection, source
+from .check import signed, token_pipe
 from .console import show_phase
 from .settings import CONTRACT, GATE_TIMEOUT, JUDGED, PARALLEL_FROM, ROOT
 from .snapshots import object_path
 from .terrarium import clean_env, judged_copy, policy, run_bounded
 
-PYTEST = """import json, os, sys
-import pytest
-def run_tests(root, tests, facts, basetemp=None):
-    def tell(**fact):
-        facts.write(json.dumps(fact) + "\\n")
-        facts.flush()
-
-    class Keeper:
-        @pytest.hookimpl(trylast=True)
-        def pytest_collection_finish(self, session):
-            tell(collected=[item.nodeid for item in session.items])
-
-        @pytest.hookimpl(hookwrapper=True, tryfirst=True)
-        def pytest_runtest_makereport(self, item, call):
-            report = (yield).get_result()
-            if call.when == "call" or report.outcome != "passed":  # a test marked to fail never counts as passing
-                raised = call.excinfo is not None and not call.excinfo.errisinstance(pytest.skip.Exception)
-                outcome = "xfailed" if hasattr(report, "wasxfail") else "failed" if raised else report.outcome
-                tell(test=item.nodeid, when=call.when, outcome=outcome)
-
-        def pytest_sessionfinish(self, session, exitstatus):
-            tell(finished=int(exitstatus))
-
-    return pytest.main(["-c", os.devnull, "--rootdir", root, "--confcutdir", root, "-q", "-x",
-                        "--tb=short", "-rN", "-p", "no:cacheprovider", "--import-mode=append",
-                        *(["--basetemp", basetemp] if basetemp else []), *tests], plugins=[Keeper()])
-"""  # pytest under the keeper's configuration, each outcome written to `facts` as it happens
-PART = PYTEST + """sys.path.append(sys.argv[1])
-sys.exit(run_tests(sys.argv[1], sys.argv[4:], os.fdopen(int(sys.argv[2]), "w", buffering=1), sys.argv[3]))
-"""  # one of the parts a run's tests are dealt into: its own process, its own temp folder, its own pipe
-CHECKS = PYTEST + f"PART = {PART!r}\n" + """import importlib, signal, subprocess, tempfile, threading, time, traceback
-root, facts, parts, seconds = sys.argv[1], os.fdopen(int(sys.argv[2]), "w", buffering=1), *map(int, sys.argv[3:5])
-modules, tests = sys.argv[5:sys.argv.index("--")], sys.argv[sys.argv.index("--") + 1:]
-def tell(**fact):
-    facts.write(json.dumps(fact) + "\\n")
-    facts.flush()
-def in_parts():
-    # The tests dealt in turn into `parts` processes at once, for `seconds` at most. True when each ran to its end
-    # with no failure (their facts are then told as one run's); else False, and they all run again in this one
-    # process, whose verdict counts (a part may have failed or hung only beside the other).
-    runs, pipes, told = [], [], [[] for _ in range(parts)]
-    for n in range(parts):
-        read_end, write_end = os.pipe()
-        runs.append(subprocess.Popen([sys.executable, "-P", "-c", PART, root, str(write_end),
-                                      os.path.join(tempfile.gettempdir(), f"part{n}"), *tests[n::parts]],
-                                     pass_fds=(write_end,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     process_group=0))
-        os.close(write_end)
-        pipes.append(os.fdopen(read_end, "rb"))
-    def drain(n):
-        for line in pipes[n]:
-            try:
-                fact = json.loads(line)
-            except ValueError:
-                continue
-            told[n].append(fact)
-            if isinstance(fact, dict) and fact.get("outcome") == "failed":
-                for run in runs:  # fail fast: the other parts are stopped
-                    run.kill()
-    readers = [threading.Thread(target=drain, args=(n,), daemon=True) for n in range(parts)]
-    for reader in readers:
-        reader.start()
-    deadline = time.monotonic() + seconds
-    try:
-        for run in runs:
-            run.wait(max(0, deadline - time.monotonic()))
-    except subprocess.TimeoutExpired:
-        for run in runs:
-            run.kill()
-    codes = [run.wait() for run in runs]
-    for run in runs:  # what a part left (a server of a test killed before its teardown) is gone before one process runs
-        try:
-            os.killpg(run.pid, signal.SIGKILL)
-        except OSError:
-            pass
-    read_by = time.monotonic() + 2  # a process a part left may hold its pipe open: what the part wrote is read by then
-    for reader in readers:
-        reader.join(max(0, read_by - time.monotonic()))
-    facts_of = [[fact for fact in list(part) if isinstance(fact, dict)] for part in told]
-    whole = all(code in (0, 5) and any("collected" in f for f in part) and any("finished" in f for f in part)
-                and not any(f.get("outcome") == "failed" for f in part) for code, part in zip(codes, facts_of))
-    if not whole:
-        return False
-    # each part's first collection, as one process's verdict takes it: a later one can only be a test's
-    tell(collected=[test for part in facts_of for test in next(f["collected"] for f in part if "collected" in f)])
-    for fact in (f for part in facts_of for f in part if "test" in f):
-        tell(**fact)
-    tell(finished=min(codes))
-    return True
-sys.path.append(root)
-try:
-    for name in modules:
-        importlib.import_module(name)
-except BaseException:
-    traceback.print_exc()
-    sys.exit(97)
-tell(imported=True)
-print("the modules import", flush=True)
-if tests and parts > 1 and in_parts():
-    sys.exit(0)
-code = run_tests(root, tests, facts) if tests else 0
-if tests and parts > 1:
-    print(f"(the tests ran first in {parts} parts at once, and one did not pass: the verdict is this run's, "
-          "in one process)")
-sys.exit(code)
-"""  # one child: the modules import, then pytest runs over the tests (one interpreter start-up, not two)
-IMPORT_FAILED = 97
+CHECK = Path(__file__).with_name("check.py")  # the child's program, run by its path
 EVERY_TEST = "all test files"  # what a gate ran: these, or how many of the test files
+COUNTED = "test functions"  # what the ratchet counts: a landed state's counts are of these, or of an older kind
 FACTS_BYTES = 8 << 20  # the most of the plugin's report read (about 80,000 tests)
-FACTS = {"imported": bool, "collected": list, "test": str, "when": str, "outcome": str, "finished": int}
-SHAPES = [{"imported"}, {"collected"}, {"test", "when", "outcome"}, {"finished"}]  # the facts the plugin tells
 
 
 class Failure(str, Enum):
@@ -158,14 +58,15 @@ class Failure(str, Enum):
     TESTS_TIMEOUT = "tests timed out"
     TESTS_UNREPORTED = "tests did not report"
     TESTS_REMOVED = "tests removed"
+    TAMPERED = "tampered"  # the code reached for the gate, the ratchet or the score instead of passing them
     UNTRUSTED = "the run left what the keeper does not take"
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """What the gate found: `failure` None when the candidate passed, else its kind, what it says beyond the kind
-    (`detail`, one line) and the output that shows it; the model's passing tests per test file (None when unknown)
-    and which tests ran (EVERY_TEST, or how many of the test files)."""
+    """A gate's judgement: `failure` None when the candidate passes, else its kind, what it found (`detail`) and the
+    output that shows it; the model's tests passing per test file (test functions, or None when none is known);
+    which ran (EVERY_TEST, or how many of the test files; None when none ran)."""
     failure: Failure | None = None
     detail: str = ""
     output: str = ""
@@ -179,25 +80,33 @@ class Verdict:
 
 
 def gate(changes, files, before=None, full=False):
-    """The Verdict on a candidate: its passing counts are those of the model's tests. `files`: the candidate's
-    {path: sha256}, its objects stored; `before`: the same counts at the landed state the change started from, when
-    known (the ratchet); `full`: run every test even where a selection would be sound (the cadence). A change of any
-    file is checked: a data file can break a test that reads it."""
+    """The Verdict on a candidate. `files`: its {path: sha256}, its objects stored; `before`: the ratchet's counts at
+    the landed state the change started from, when known; `full`: run every test even where a selection would be
+    sound (the cadence). A change of any file is checked: a data file can break a test that reads it."""
     show_phase("checking: the changed .py files compile")
     broken = [compile_error(rel, files[rel]) for rel, kind, *_ in changes if rel.endswith(".py") and kind != "deleted"]
     if any(broken):
         return Verdict(Failure.COMPILE, output="\n".join(b for b in broken if b))
+    refused = source.refused(files)  # before any of the model's code runs
+    if refused:
+        return Verdict(Failure.TAMPERED, refused, source.RULE)
     selected = None if full or before is None else changes
-    found = run_checks(files, touches_seed(changes, files), selected, split=before is None or not full)
-    if found.passing is None:
-        return replace(found, passing=before)
-    passing = {**{test: count for test, count in (before or {}).items() if test in files}, **found.passing}
-    if not found.failure and before is not None and sum(passing.values()) < sum(before.values()):
-        return replace(found, failure=Failure.TESTS_REMOVED, passing=passing,
+    verdict = run_checks(files, touches_seed(changes, files), selected, split=before is None or not full)
+    if verdict.passing is None:
+        return replace(verdict, passing=before)
+    passing = {**{test: count for test, count in (before or {}).items() if test in files}, **verdict.passing}
+    if not verdict.failure and before is not None and sum(passing.values()) < sum(before.values()):
+        return replace(verdict, failure=Failure.TESTS_REMOVED, passing=passing,
                        detail=f"{sum(before.values())} passing before, {sum(passing.values())} now",
-                       output="A change may rename or rewrite tests, never lower the number that pass (deleted, "
-                              "emptied, skipped or expected to fail).")
-    return replace(found, passing=passing)
+                       output="A change may rename or rewrite tests, never lower the number of test functions that "
+                              "pass (deleted, emptied, skipped or expected to fail).")
+    return replace(verdict, passing=passing)
+
+
+def ratchet_of(start):
+    """The ratchet's counts at a landed state (snapshot entry), when they are known and of test functions."""
+    passing = start.get("passing")
+    return passing if isinstance(passing, dict) and start.get("counted") == COUNTED else None
 
 
 def touches_seed(changes, files):
@@ -206,13 +115,14 @@ def touches_seed(changes, files):
 
 
 def run_checks(files, contract, changes=None, split=False):
-    """The Verdict of the candidate's top-level modules importing and pytest passing over tests/ (with the seed's
-    contract if asked); its passing counts are those of the tests that ran. With `changes`, the tests they can affect run first, and alone
-    when that selection is sound and the seed's contract is not asked. With `split`, a run of SEED_PARALLEL_FROM
-    test files or more goes in two parts at once where that is sound. The code runs in a child of the terrarium,
-    in the judged copy it may not write, with no key and no way to the API."""
+    """The Verdict on the candidate's top-level modules importing (seed.py with its contract only) and pytest over
+    tests/ (with the seed's contract if asked), its counts those of this run alone. With `changes`, the tests they
+    can affect run first, and alone when that selection is sound and the seed's contract is not asked. With `split`,
+    a run of SEED_PARALLEL_FROM test files or more goes in two parts at once where that is sound. The code runs in a
+    child of the terrarium, in the judged copy it may not write, with no key and no way to the API."""
     judged_copy(files, with_contract=contract)
-    modules = [rel[:-3] for rel in files if rel.endswith(".py") and "/" not in rel and rel[:-3].isidentifier()]
+    modules = [rel[:-3] for rel in files if rel.endswith(".py") and "/" not in rel and rel[:-3].isidentifier()
+               and (contract or rel != "seed.py")]  # seed.py (and so requests) only when it or its modules changed
     modules += [rel.split("/")[0] for rel in files if re.fullmatch(r"[A-Za-z_]\w*/__init__\.py", rel)]
     every = sorted(rel for rel in files if re.fullmatch(r"tests/(.*/)?test_[^/]*\.py", rel))
     first, sound = selection.affected(every, changes, files) if changes is not None and not contract else (every, False)
@@ -221,17 +131,21 @@ def run_checks(files, contract, changes=None, split=False):
     show_phase(f"checking: {len(modules)} module(s) import, pytest over {len(tests)} of {len(every) + len(contract)} "
                "test file(s)")
     parts = 2 if split and len(tests) >= PARALLEL_FROM and cores() >= 2 and apart(files) else 1
-    facts, (code, output) = listen(lambda fd: run_bounded(
-        [sys.executable, "-P", "-c", CHECKS, str(JUDGED), str(fd), str(parts), str(GATE_TIMEOUT // 2), *modules, "--",
-         *tests],
-        clean_env(GEMINI_API_BASE="http://127.0.0.1:9", PYTEST_DISABLE_PLUGIN_AUTOLOAD="1"),
-        GATE_TIMEOUT + GATE_TIMEOUT // 2 * (parts > 1), policy(own_servers=True, judged=JUDGED), cwd=JUDGED,
-        pass_fds=(fd,)))  # the one process that judges what did not pass in parts has the gate's whole time
+    rules = policy(own_servers=True, judged=JUDGED)
+    rules["read"].append(str(CHECK))  # the one file of the keeper's the child reads
+    heard, (code, output) = listen(lambda facts, token: run_bounded(
+        [sys.executable, "-P", str(CHECK), str(JUDGED), str(facts), str(token), str(parts), str(GATE_TIMEOUT // 2),
+         *modules, "--", *tests], clean_env(GEMINI_API_BASE="http://127.0.0.1:9", PYTEST_DISABLE_PLUGIN_AUTOLOAD="1"),
+        GATE_TIMEOUT + GATE_TIMEOUT // 2 * (parts > 1), rules, cwd=JUDGED, pass_fds=(facts, token)))
+    # the one process that judges what did not pass in parts has the gate's whole time
     which = EVERY_TEST if len(tests) == len(every) + len(contract) else \
         f"{len(tests)} of {len(every)} test files, those this change can affect"
-    if not any("imported" in fact for fact in facts):
+    tampered = tampering(heard, files, tests)
+    if tampered:
+        return Verdict(Failure.TAMPERED, tampered[0], "\n".join([output, *tampered, "", source.RULE]), tests_ran=which)
+    if not any("imported" in fact for fact in heard.facts):
         return Verdict(Failure.IMPORT_TIMEOUT if code is None else Failure.IMPORT, output=output, tests_ran=which)
-    return replace(verdict(facts, code, output, tests, expected_tests(files, tests)), tests_ran=which)
+    return replace(judge_tests(heard.facts, code, output, tests, files), tests_ran=which)
 
 
 def apart(files):
@@ -248,16 +162,28 @@ def cores():
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def verdict(facts, code, output, tests, expected):
-    """The Verdict on the tests from what the keeper's plugin reported (the exit code can only fail it)."""
+def tampering(heard, files, tests):
+    """What the child found tampered with, what wrote on its pipe besides its plugin, and the tests pytest reported
+    that no source defines (a made-up collection)."""
+    found = [fact["tampered"] for fact in heard.facts if "tampered" in fact]
+    if heard.foreign:
+        found.append(f"{heard.foreign} line(s) on the keeper's pipe that its plugin did not write")
+    reported = [test for fact in heard.facts for test in fact.get("collected", [fact.get("test")]) if test]
+    forged = source.made_up([test for test in reported if not test.startswith(f"{CONTRACT}::")], files, tests)
+    if forged:
+        found.append(f"pytest reported {len(forged)} test(s) that no source defines: {', '.join(forged[:3])}"
+                     + (", ..." if len(forged) > 3 else ""))
+    return found
+
+
+def judge_tests(facts, code, output, tests, files):
+    """The gate's judgement of the tests from what the keeper's plugin reported (the exit code can only fail it):
+    a Verdict with, per test file, the test functions it defines whose every collected case passed."""
     collected = next((fact["collected"] for fact in facts if "collected" in fact), None)
     outcomes = {fact["test"]: fact["outcome"] for fact in facts if "test" in fact and fact["outcome"] != "passed"}
     outcomes.update({fact["test"]: "passed" for fact in facts if fact.get("when") == "call"
                      and fact["outcome"] == "passed" and fact["test"] not in outcomes})
-    passing = {rel: 0 for rel in tests if rel != CONTRACT}
-    for test, outcome in outcomes.items():  # only what pytest collected counts: a fact written by a test does not
-        if outcome == "passed" and test.split("::")[0] in passing and test in (collected or ()):
-            passing[test.split("::")[0]] += 1
+    passing = count_passing(outcomes, collected or (), tests, files)
     if not tests:
         return Verdict()
     if code is None:
@@ -265,6 +191,7 @@ def verdict(facts, code, output, tests, expected):
     if "failed" in outcomes.values() or (code not in (0, 5) and collected is not None):
         return Verdict(Failure.TESTS, output=output, passing=passing)
     finished = next((fact["finished"] for fact in facts if "finished" in fact), None)
+    expected = sum(len(source.defined_tests(files[rel])) for rel in tests if rel in files)
     why = ("pytest ended before it collected the tests" if collected is None else
            "pytest ended before its session finished" if finished is None else
            f"pytest collected no tests, where the test files define {expected}" if not collected and expected else
@@ -275,57 +202,58 @@ def verdict(facts, code, output, tests, expected):
     return Verdict(passing=passing)
 
 
+def count_passing(outcomes, collected, tests, files):
+    """{test file: how many of the test functions its source defines passed}: a function counts once, however many
+    cases pytest made of it, and only when each one it collected passed."""
+    cases = {}
+    for test in collected:
+        path, name = source.key_of(test)
+        if path in files and path != CONTRACT and name in source.defined_tests(files[path]):
+            cases.setdefault((path, name), []).append(outcomes.get(test) == "passed")
+    passing = {rel: 0 for rel in tests if rel != CONTRACT}
+    for (path, _), passed in cases.items():
+        if path in passing and all(passed):
+            passing[path] += 1
+    return passing
+
+
+class Heard(NamedTuple):
+    facts: list  # what the child's plugin told, signed with the token
+    foreign: int  # how many other lines came on its pipe
+
+
 def listen(run):
-    """Run `run(fd)` with the write end of a pipe as fd; the JSON facts written to it, and what run returned."""
+    """Run `run(fd, token_fd)` with the write end of a pipe and a descriptor holding the token its lines must carry:
+    (Heard, what run returned). A channel of the keeper's own: a child's output is not read for a verdict."""
+    token, token_end = token_pipe()
     read_end, write_end = os.pipe()
-    facts, lines = [], []
+    lines = []
+
     def drain():
         with os.fdopen(read_end, "rb") as pipe:
             lines.extend(pipe.read(FACTS_BYTES).splitlines())
     reader = threading.Thread(target=drain, daemon=True)
     reader.start()
     try:
-        result = run(write_end)
+        result = run(write_end, token_end)
     finally:
         os.close(write_end)
+        os.close(token_end)
     reader.join(5)
-    for line in lines:
-        try:
-            fact = json.loads(line)
-        except ValueError:
-            continue
-        if is_fact(fact):
-            facts.append(fact)
-    return facts, result
-
-
-def is_fact(fact):
-    """Whether a line read is of a shape the keeper's plugin tells (a test may write anything there)."""
-    return isinstance(fact, dict) and set(fact) in SHAPES and all(isinstance(fact[k], FACTS[k]) for k in fact) \
-        and all(isinstance(test, str) for test in fact.get("collected", ()))
-
-
-def expected_tests(files, tests):
-    """How many test functions the test files define, read from their source (pytest may find more)."""
-    count = 0
-    for rel in tests:
-        try:
-            tree = ast.parse(object_path(files[rel]).read_bytes()) if rel in files else None
-        except (SyntaxError, ValueError):
-            continue
-        count += sum(isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test")
-                     for node in ast.walk(tree)) if tree else 0
-    return count
+    return Heard(*signed(lines, token)), result
 
 
 def seed_and_its_modules(files):
-    """seed.py and the candidate's files it imports, directly or not: a change to one of them runs the contract."""
+    """seed.py and the files it imports, directly or not, in the candidate or deleted by the change: a change to one
+    of them runs the contract."""
     found, queue = set(), ["seed.py"]
     while queue:
         rel = queue.pop()
-        if rel in found or rel not in files:
+        if rel in found:
             continue
         found.add(rel)
+        if rel not in files:
+            continue  # one the change deleted, or an installed package's name
         try:
             tree = ast.parse(object_path(files[rel]).read_bytes())
         except (SyntaxError, ValueError):
@@ -333,7 +261,8 @@ def seed_and_its_modules(files):
         names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
         names += [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module and not n.level]
         for top in {name.split(".")[0] for name in names} - set(sys.stdlib_module_names):
-            queue += [f"{top}.py"] + [rel for rel in files if rel.startswith(f"{top}/") and rel.endswith(".py")]
+            queue += [f"{top}.py", f"{top}/__init__.py"] + [rel for rel in files if rel.startswith(f"{top}/")
+                                                              and rel.endswith(".py")]
     return found
 
 

@@ -281,9 +281,8 @@ def fault_of(run):
 def judged(run, start, index):
     """The gate's Verdict on the candidate, with the ratchet's counts of the state it started from, every test run
     at least every FULL_GATE_EVERY landings."""
-    before = start.get("passing") if isinstance(start.get("passing"), dict) else None
     full = index["partial_landings"] >= FULL_GATE_EVERY if "partial_landings" in index else True
-    return gate.gate(run.changes, run.files, before, full)
+    return gate.gate(run.changes, run.files, gate.ratchet_of(start), full)
 
 
 def scored(run, start):
@@ -294,6 +293,8 @@ def scored(run, start):
         return None, None, "", ""
     show_phase("scoring the change with evaluate.py")
     found = evaluate.score_of(run.files)
+    if found.get("tampered"):  # never the person's to fix: the change reached for its own score
+        return None, Failure.TAMPERED, found["tampered"], found["output"]
     if "problem" in found:
         if "problem" in evaluate.score_of(snap.files_of(start)):
             say(f"{found['problem']} at the last known-good state too: evaluate.py is yours to fix (no task for the "
@@ -343,7 +344,7 @@ def land(number, index, start, run, verdict, score, base):
     landed = {rel: sha for rel, sha in {**snap.files_of(start), **plan}.items() if sha}
     entry = snap.snapshot(index, "landed", number, files=landed)  # the new known-good candidate; the report's "after"
     if verdict.passing is not None:
-        entry["passing"] = verdict.passing
+        entry.update(passing=verdict.passing, counted=gate.COUNTED)  # the ratchet's counts, of test functions
     if score is not None:
         entry["score"] = score["score"]  # the score a change that starts from here must keep (SEED_RATCHET=score)
     entry["judged"] = verdict.tests_ran
@@ -381,11 +382,11 @@ def settle_failure(number, index, start, run, memory, fault):
                 output=redact(output), kept=kept, restored=restored, stuck=stuck)
     if not walk and failure in RECHECKED and fully_judged(start) and same_at_start(start, run, mark):
         return wait_for_the_world(Result(Outcome.WAITING, **base), memory, detail)
-    outcome = Outcome.TAMPERED if getattr(Failure, "TAMPERED", None) is failure else Outcome.ROLLED_BACK
+    outcome = Outcome.TAMPERED if failure is Failure.TAMPERED else Outcome.ROLLED_BACK
     headline = headline_of(failure, detail)
     journal.add_failure_task(f"Iteration {number} was rolled back: {headline}. Find and fix the cause.", output,
                              start["id"], mark)
-    return Result(outcome, headline, headline, **base)
+    return Result(outcome, detail if outcome is Outcome.TAMPERED else headline, headline, **base)
 
 
 def headline_of(failure, detail):

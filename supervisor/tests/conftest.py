@@ -86,6 +86,7 @@ def seed_and_its_modules():
 
 @pytest.fixture
 def env(gemini):
+    """A person's environment, pointed at this test's fake server."""
     return user_env(gemini)
 
 

@@ -381,7 +381,8 @@ def test_a_test_that_writes_facts_of_its_own_does_not_count_toward_the_ratchet(w
     gemini.reply(api.answer([("tests/test_two.py", two)])).reply(api.answer([("tests/test_two.py", ghost)]))
     done = run_fallback(workspace, env, "--iterations", "2", timeout=120)
     held(workspace, done, gemini, outside, 2)
-    assert outcomes(workspace) == ["landed: 1 file(s) changed", "rolled back: tests removed: 2 passing before, 1 now"]
+    assert outcomes(workspace) == ["landed: 1 file(s) changed", "tampered: 1 line(s) on the keeper's pipe that its "
+                                   "plugin did not write"]  # its facts unsigned: the keeper's plugin signs
 
 
 def test_a_made_up_locale_variable_of_the_shell_never_reaches_the_run(keyed, env, gemini, outside):
@@ -516,13 +517,15 @@ def test_a_test_that_writes_a_collection_of_its_own_does_not_count_toward_the_ra
     two = "def test_one():\n    pass\n\n\ndef test_two():\n    pass\n"
     ghost = ("import json, os, sys\n\n\ndef test_one():\n    for fact in [{'collected': ['tests/test_two.py::ghost']}, "
              "{'test': 'tests/test_two.py::ghost', 'when': 'call', 'outcome': 'passed'}]:\n"
-             "        os.write(int(sys.argv[2]), (json.dumps(fact) + '\\n').encode())\n")  # its part's pipe
+             "        os.write(int(sys.argv[sys.argv.index('--part') + 2]), (json.dumps(fact) + '\\n').encode())\n")
+    # its part's pipe, the descriptor its command line names
     gemini.reply(api.answer([("tests/test_two.py", two), ("tests/test_other.py", "def test_other():\n    pass\n")]))
     gemini.reply(api.answer([("tests/test_two.py", ghost), ("notes.txt", "every test runs\n")]))
     env["SEED_PARALLEL_FROM"] = "2"
     done = run_fallback(workspace, env, "--iterations", "2", timeout=120)
     held(workspace, done, gemini, outside, 2)
-    assert outcomes(workspace) == ["landed: 2 file(s) changed", "rolled back: tests removed: 3 passing before, 2 now"]
+    assert outcomes(workspace) == ["landed: 2 file(s) changed", "tampered: 2 line(s) on a part's pipe that the keeper's "
+                                   "plugin did not write"]
 
 
 def test_a_test_that_writes_facts_of_no_shape_the_keepers_plugin_tells_neither_crashes_the_keeper_nor_counts(
@@ -533,7 +536,7 @@ def test_a_test_that_writes_facts_of_no_shape_the_keepers_plugin_tells_neither_c
     gemini.reply(api.answer([RIGHT_CALC, FAILING_TEST, ("tests/test_odd.py", odd)]))
     done = run_fallback(workspace, env, "--iterations", "1", timeout=60)
     held(workspace, done, gemini, outside, 1)
-    assert outcomes(workspace) == ["landed: 3 file(s) changed"]
+    assert outcomes(workspace) == ["tampered: 5 line(s) on the keeper's pipe that its plugin did not write"]
 
 
 SERVES = ("tests/test_serves.py", "import socket, subprocess, sys, time\n\nimport pytest\n\n\n@pytest.fixture\n"

@@ -1071,6 +1071,7 @@ def test_a_gate_that_fails_the_same_way_at_the_known_good_state_waits_and_writes
         (site / "requests").mkdir()
         (site / "requests" / "__init__.py").write_text("raise ImportError('requests is broken on this machine')")
 
+    (workspace / "net.py").write_text("import requests\n")  # a module of the person's codebase that needs requests
     gemini.reply(api.answer([("a.py", "a = 1\n")]), hook=break_requests)
     done = run_fallback(workspace, env, "--iterations", "1")
     assert done.returncode == 0, done.stderr
