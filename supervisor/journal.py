@@ -264,11 +264,18 @@ def read_record(data):
     gateway's account of the answer says that (see account)."""
     try:
         raw = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than Python reads: no record
         raw = {}
     raw = raw if isinstance(raw, dict) else {}
-    return {"outcome": one_line(raw.get("outcome"), 20), "refused": one_line_each(raw.get("refused")),
-            "reason": one_line(raw.get("reason"))}
+    refused = raw.get("refused") if isinstance(raw.get("refused"), list) else []
+    return {"outcome": one_line(text_of(raw.get("outcome")), 20),
+            "refused": one_line_each([text for text in refused if isinstance(text, str)]),
+            "reason": one_line(text_of(raw.get("reason")))}
+
+
+def text_of(value):
+    """A text of the record's, or '': what is not a text (a number, a list nested deep) is no text of it."""
+    return value if isinstance(value, str) else ""
 
 
 def account(record, use, shown):

@@ -73,6 +73,7 @@ import functools
 import glob
 import json
 import os
+import re
 import resource
 import select
 import signal
@@ -125,6 +126,10 @@ FEATURES = [(1, "files"), (3, "truncation"), (4, "TCP"), (6, "signals")]  # what
 # Namespaces, from linux/sched.h, mount.h, prctl.h and sockios.h (the same numbers on every Linux machine).
 NEW_MOUNTS, NEW_USER, NEW_PIDS, NEW_NET = 0x00020000, 0x10000000, 0x20000000, 0x40000000
 READ_ONLY, NO_SUID, NO_DEV, NO_EXEC, RECURSIVE, PRIVATE = 1, 2, 4, 8, 0x4000, 1 << 18
+REMOUNT, BIND = 32, 4096
+KEPT_FLAGS = {"nosuid": NO_SUID, "nodev": NO_DEV, "noexec": NO_EXEC, "nosymfollow": 256, "noatime": 1024,
+              "nodiratime": 2048, "relatime": 1 << 21}  # a mount's own options, kept on a remount (the kernel
+# locks them in a user namespace: a remount without them is refused)
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
 GET_FLAGS, SET_FLAGS, UP = 0x8913, 0x8914, 1  # SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP
 PID_MAX = "/proc/sys/kernel/pid_max"  # a PID namespace's own since Linux 6.14; the kernel's least is 301
@@ -396,14 +401,36 @@ def set_up_namespaces(policy):
                           if os.path.isdir(path)}):
         if not any(path == folder or path.startswith(folder + "/") for path in kept):
             mount("tmpfs", folder, "tmpfs", READ_ONLY | NO_SUID | NO_DEV | NO_EXEC, "size=4k")
+    read_only_but(policy["write"])
     with socket.socket() as any_socket:
         flags = struct.unpack("16sH14x", fcntl.ioctl(any_socket, GET_FLAGS, struct.pack("16sH14x", b"lo", 0)))[1]
         fcntl.ioctl(any_socket, SET_FLAGS, struct.pack("16sH14x", b"lo", flags | UP))
 
 
+def read_only_but(writable):
+    """Every mount read-only but the folders the run writes (each bound on itself first) and /dev/shm: Landlock
+    does not check chmod, chown, utime or extended attributes, so without this the run could change them on any
+    file of the user's it can name (its home, the folder's goal.md); on a read-only mount they fail (EROFS)."""
+    folders = sorted({os.path.realpath(path) for path in writable if os.path.isdir(path)} - {SHM})
+    for folder in folders:
+        mount(folder, folder, None, BIND)
+    with open("/proc/self/mountinfo", "rb") as table:
+        mounts = [line.split()[4:6] for line in table]
+    for point, options in mounts:
+        point = os.fsdecode(re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m[1], 8)]), point))  # \040: a space
+        if point in folders or point == SHM:
+            continue
+        try:
+            mount(None, point, None, REMOUNT | BIND | READ_ONLY | sum(KEPT_FLAGS.get(option, 0) for option in
+                                                                      options.decode().split(",")))
+        except OSError as error:
+            if error.errno not in (errno.EACCES, errno.ENOENT, errno.ENOTDIR):  # unreachable: to the run as well
+                raise
+
+
 def mount(source, target, kind, flags, options=None):
     """mount(2), or an OSError naming the target."""
-    encode = lambda text: text.encode() if text is not None else None
+    encode = lambda text: os.fsencode(text) if text is not None else None
     if LIBC.mount(encode(source), encode(target), encode(kind), flags, encode(options)):
         raise OSError(ctypes.get_errno(), f"mount {target}: {os.strerror(ctypes.get_errno())}")
 
