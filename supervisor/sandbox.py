@@ -426,6 +426,7 @@ def read_only_but(writable):
         except OSError as error:
             if error.errno not in (errno.EACCES, errno.ENOENT, errno.ENOTDIR):  # unreachable: to the run as well
                 raise
+    os.chdir(os.getcwd())  # the working folder entered again: before, it was the one beneath its own binding
 
 
 def mount(source, target, kind, flags, options=None):
