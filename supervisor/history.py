@@ -29,6 +29,8 @@ DIFF_LINES = 300   # lines of one landing's diff shown; the snapshots hold the r
 CONTEXT = 2        # lines of context around each change in a diff
 DIFF_MARGIN = 20   # lines kept on either side of a change when the rest of a long file is set aside before
                    # difflib, so that it pairs lines as it would on the whole file
+DIFF_MOST = 5_000  # lines of a change difflib is given (its time grows with their square: 200,000 lines a model
+                   # chose took it a minute); a longer change is said in one line, and the snapshots hold it
 STATE_KINDS = {"genesis": 1, "before": 1, "landed": 0, "by hand": 0}  # snapshots holding a state the codebase
 # was in, and how far before their iteration it stands (a before snapshot is the state the one before left)
 TEST_FILE = re.compile(r"(?:^|/)(?:test_[^/]*|[^/]*_test)\.py$")  # the files pytest collects by default
@@ -224,6 +226,8 @@ def diff_file(store, path, old, new):
     same = len(os.path.commonprefix([a, b]))
     start = max(0, same - DIFF_MARGIN)
     end = max(0, len(os.path.commonprefix([a[same:][::-1], b[same:][::-1]])) - DIFF_MARGIN)
+    if max(len(a), len(b)) - start - end > DIFF_MOST:
+        return [f"{path}: a change of more than {DIFF_MOST:,} lines, too long to show here"]
     lines = difflib.unified_diff(a[start:len(a) - end], b[start:len(b) - end], f"a/{path}" if old else "/dev/null",
                                  f"b/{path}" if new else "/dev/null", n=CONTEXT, lineterm="")
     return [re.sub(r"(?<=[-+])\d+", lambda m: str(int(m[0]) + start), line, count=2) if line.startswith("@@")

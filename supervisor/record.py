@@ -40,6 +40,7 @@ NAME = "record.sqlite"
 CHAIN = 50            # prompts stored as deltas one after the other before one is stored whole again
 WINDOW = 32_768       # bytes of zlib's preset dictionary that it can use
 PIECE = re.compile(rb"(?<=\\n)|(?<=\n)")  # where a prompt is cut to diff it: after each (JSON-escaped) line break
+PIECES_MOST = 20_000  # pieces of a prompt it is diffed in, at most (a prompt of the budget's size has ~5,000)
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS iterations (number INTEGER PRIMARY KEY, started TEXT, ended TEXT, seconds REAL,
   model TEXT, kind TEXT NOT NULL, outcome TEXT NOT NULL, reason TEXT, until TEXT, failure TEXT, snapshot_before TEXT,
@@ -295,8 +296,11 @@ def inflate(data, base):
 
 
 def delta(base, data):
-    """`data` as ranges of `base`'s pieces to copy and bytes to insert: a JSON list, a NUL, the inserted bytes."""
+    """`data` as ranges of `base`'s pieces to copy and bytes to insert: a JSON list, a NUL, the inserted bytes. Past
+    PIECES_MOST pieces (a prompt the seed cut in tiny lines: difflib's time grows with their square), all inserted."""
     old, new = PIECE.split(base), PIECE.split(data)
+    if max(len(old), len(new)) > PIECES_MOST:
+        return json.dumps([len(data)]).encode() + b"\0" + data
     ops, inserted = [], []
     for tag, i1, i2, j1, j2 in SequenceMatcher(None, old, new).get_opcodes():
         if tag == "equal":

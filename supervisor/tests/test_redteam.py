@@ -61,3 +61,19 @@ def test_neither_the_seed_nor_the_gate_changes_the_mode_times_or_attributes_of_a
     assert [victim.stat().st_mode & 0o777 for victim in victims] == [0o600] * 3
     log = (keyed / "iteration_log.md").read_text()
     assert "CHANGED" not in log and "refused" in log and "Read-only file system" in log, log  # the gate's try
+
+
+# --- what the keeper's own work costs: a change or a prompt a model shapes for difflib ----------------------------
+def lines(step):
+    return "".join(f"{n * step % 1201}\n" for n in range(25_000))  # 25,000 short lines, in an order of its own
+
+
+def test_a_change_or_a_prompt_shaped_for_difflib_costs_the_loop_no_square_time(workspace, env, gemini):
+    for step in (7919, 104729, 7919):  # each landing a new order of the same lines; each prompt shows the last
+        gemini.reply(api.answer([("data.txt", lines(step))]))
+    done = run_fallback(workspace, env, "--iterations", "3", timeout=120)
+    assert done.returncode == 0 and outcomes(workspace) == ["landed: 1 file(s) changed"] * 3, done.stdout
+    page = (workspace / "report.html").read_text()
+    assert page.count("data.txt: a change of more than 5,000 lines, too long to show here") == 2, page[-3000:]
+    shown = run_fallback(workspace, env, "--show", "3")  # a prompt of more pieces than are diffed reads back whole
+    assert shown.returncode == 0 and lines(104729)[:2000] in shown.stdout, shown.stdout[-2000:]
