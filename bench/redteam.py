@@ -3,12 +3,14 @@
     python bench/redteam.py            # prints one line per attack, then held/total and the run time
 
 The attacks are tests (supervisor/tests/test_attacks.py: what a run leaves in the working copy and what the code the
-gate runs does; supervisor/tests/test_confinement.py: the run's reach, its environment, its processes and its
-network; supervisor/tests/test_allowlists.py: the names that land, recovery, secrets by value, control characters,
-/etc, UNIX sockets; supervisor/tests/test_verdict.py: what forges the gate's verdict, the ratchet's count or the
-person's score), each driving `python fallback.py` against the fake Gemini and asserting what the person sees: the
-folder holds only what passed the gate, nothing outside it changed, no secret reached a file or a prompt, no process
-is left, the loop went on. An attack held when its test passed. Exit status 1 when one did not.
+gate runs does; supervisor/tests/test_confinement.py: the run's reach, its environment, its processes and its network;
+supervisor/tests/test_allowlists.py: the names that land, recovery, secrets by value, control characters, /etc, UNIX
+sockets; supervisor/tests/test_verdict.py: what forges the gate's verdict, the ratchet's count or the person's score;
+supervisor/tests/test_redteam.py: what a red team that had not seen the change found: a record nested past Python's
+reach, the modes and attributes Landlock does not check, changes shaped for difflib), each driving `python fallback.py`
+against the fake Gemini and asserting what the person sees: the folder holds only what passed the gate, nothing outside
+it changed, no secret reached a file or a prompt, no process is left, the loop went on. An attack held when its test
+passed. Exit status 1 when one did not.
 """
 import sys
 import tempfile
@@ -19,7 +21,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 SUITES = ["supervisor/tests/test_attacks.py", "supervisor/tests/test_confinement.py",
-          "supervisor/tests/test_allowlists.py", "supervisor/tests/test_verdict.py"]
+          "supervisor/tests/test_allowlists.py", "supervisor/tests/test_verdict.py", "supervisor/tests/test_redteam.py"]
 
 
 class Tally:

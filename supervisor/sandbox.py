@@ -38,6 +38,8 @@ determined attacker with kernel exploits. What confines it, and what each part n
   forked before entering the namespaces, which carries each connection to the gateway outside. The relay is
   out of the run's reach: not in its PID namespace (no PID to name), in the parent user namespace (no
   ptrace), outside its Landlock domain (no signal); it ends with the launcher.
+- Modes, times, owners and extended attributes (the mount namespace), which Landlock does not check: every mount
+  read-only but the folders the run writes and /dev/shm (read_only_but).
 - /dev/shm (the mount namespace): a private tmpfs of SEED_SHM_MB; gone when the run ends. /run, /var/run and
   /tmp/.X11-unix are covered by empty read-only tmpfs, hiding the UNIX sockets of D-Bus, systemd, docker
   and X11. Landlock keeps applying inside, nested after the namespaces are set up.
