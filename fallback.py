@@ -261,7 +261,7 @@ def main(argv=None):
                                 answer_format=gateway.backend.answer_format)
     except (OSError, book.sqlite3.Error) as error:  # a full disk: the loop waits for room, as for anything it writes
         say(f"cannot write this start into the record ({error}): {cli.what_to_free(error)}")
-    say(f"supervising {ROOT} ({'forever' if args.iterations == 0 else f'{args.iterations} iteration(s)'}); "
+    say(f"growing {ROOT} ({'forever' if args.iterations == 0 else f'{args.iterations} iteration(s)'}); "
         f"Ctrl+C stops. Progress: {LOG.name}")
     say(f"the model's code runs in {WORK.relative_to(ROOT)}/, confined: {CONFINEMENT.text}")
     try:

@@ -116,8 +116,8 @@ def series(run, metric, by_requests):
 def own_points(run, metric):
     """[(iteration, value)] of the run's own iterations for a metric."""
     if metric == "score":
-        return [(row["number"], row["score"]) for row in run["rows"] if row["kind"] == "landed"
-                and row["score"] is not None]
+        return held(run, [(row["number"], row["score"]) for row in run["rows"] if row["kind"] == "landed"
+                          and row["score"] is not None])
     if metric == "share":  # a fork's goes on from its parent's counts at the fork
         before = [row for row in run["source"]["rows"] if row["number"] <= run["at"]] if run.get("source") else []
         points, landed, asked = [], sum(row["kind"] == "landed" for row in before), sum(row["requests"] > 0
@@ -127,7 +127,13 @@ def own_points(run, metric):
             points.append((row["number"], landed / asked if asked else 0))
         return points
     column = {"files": 1, "lines": 2, "tests": 3}[metric]
-    return [(point[0], point[column]) for point in run["growth"]]
+    return held(run, [(point[0], point[column]) for point in run["growth"]])
+
+
+def held(run, points):
+    """The points, the last value held to the run's last iteration: a state stands until another lands."""
+    last = run["rows"][-1]["number"] if run["rows"] else 0
+    return points + [(last, points[-1][1])] if points and last > points[-1][0] else points
 
 
 def sampled(points):

@@ -32,8 +32,8 @@ from . import tallies
 from .iteration import Outcome
 from .journal import logs_set_aside
 from .scrub import redact
-from .settings import (LOG, LOGS_ASIDE, QUOTA, ROOT, STEERING, TASK_LINES, USAGE, read_stamp, source_of, stamp,
-                       tail_of, utc_now)
+from .settings import (LOG, LOGS_ASIDE, QUOTA, ROOT, STEERING, TASK_LINES, TEST_SUPPORT, USAGE, read_stamp, source_of,
+                       stamp, tail_of, utc_now)
 from .terrarium import LOG_SHOWN
 
 NAME = "record.sqlite"
@@ -241,11 +241,11 @@ def writer(root=ROOT):
 
 
 def keeper_digest(root=ROOT):
-    """Twelve hex digits naming the keeper's code in root (fallback.py and supervisor/'s Python files): the same
-    digits, the same keeper."""
+    """Twelve hex digits naming the keeper's code in root (fallback.py, supervisor/'s Python files and the tests'
+    support the gate runs): the same digits, the same keeper, in a clone, its demo's copy and its forks."""
     digest = hashlib.sha256()
-    for path in sorted([root / "fallback.py", *(root / "supervisor").rglob("*.py")]):
-        if path.is_file() and "__pycache__" not in path.parts:
+    for path in sorted([root / "fallback.py", *(root / "supervisor").glob("*.py"), *map(root.joinpath, TEST_SUPPORT)]):
+        if path.is_file():
             digest.update(f"{path.relative_to(root).as_posix()}\0".encode() + path.read_bytes() + b"\0")
     return digest.hexdigest()[:12]
 

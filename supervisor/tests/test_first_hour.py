@@ -390,3 +390,50 @@ def test_show_lays_out_the_answer_says_the_reason_once_and_shows_the_failing_out
     assert "~~~ file 'calc.py'\ndef add(a, b):\n    return a - b\n" in shown  # the file as it is, not escaped JSON
     assert shown.count("- Reason: tests failed") == 1 and shown.endswith("what came of it: rolled back: tests failed\n")
     assert "=== the output that shows it" in shown and "assert 0 == 4" in shown
+
+
+def test_the_demo_says_how_to_read_its_record_and_its_keeper_is_the_clones(env, tmp_path):
+    from test_fallback import a_fresh_clone
+    clone = a_fresh_clone(tmp_path)
+    env.update(TMPDIR=str(tmp_path), GEMINI_API_BASE="http://127.0.0.1:9")
+    demo = subprocess.run([sys.executable, "fallback.py", "--demo"], cwd=clone, env=env, capture_output=True,
+                          text=True, timeout=120)
+    said = re.search(r"^  its record: cd (\S+) && python (fallback\.py --show 2)  ", demo.stdout, re.M)
+    copy, command = said.groups()
+    shown = subprocess.run([sys.executable, *command.split()], cwd=copy, env=env,
+                           capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0 and shown.stdout.startswith("Iteration 2 — ") and "rolled back" in shown.stdout
+    replayed = run_fallback(clone, env, "--replay", copy).stdout  # the same keeper, from the clone: the same name
+    keepers = re.search(r"recorded by keeper (\S+), replayed by keeper (\S+)$", replayed.strip()).groups()
+    assert keepers[0] == keepers[1], replayed
+
+
+def test_the_growth_charts_marks_stay_clear_of_the_iteration_labels(workspace, env, gemini):
+    test = "from calc import add\n\n\ndef test_add():\n    assert add(2, 2) == 4\n"
+    gemini.reply(api.answer([("calc.py", "def add(a, b):\n    return a - b\n"), ("tests/test_calc.py", test)]))
+    assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
+    growth = re.search(r'<section id="growth">(.*?)</section>', (workspace / "report.html").read_text(), re.S)[1]
+    marks = [(float(y), float(length)) for y, length in re.findall(r'class="rolled" d="M[\d.]+ ([\d.]+)v([\d.]+)',
+                                                                   growth)]
+    labels = [float(y) for y in re.findall(r'<text x="[\d.]+" y="([\d.]+)" text-anchor="(?:start|middle|end)">\d',
+                                           growth)]
+    beneath = [y for y in labels if y > min(y for y, _ in marks)]  # the iteration axis's, not the scale's
+    assert beneath and max(y + length for y, length in marks) <= min(beneath) - 8  # 11 px digits: 8 px high
+
+
+def test_a_fresh_fork_is_said_as_a_fork_and_compared_to_its_last_iteration(workspace, env, gemini, tmp_path):
+    calc = ("calc.py", "def add(a, b):\n    return a + b\n")
+    gemini.reply(api.answer([calc]))
+    assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
+    fork = tmp_path / "fork"
+    assert run_fallback(workspace, env, "--fork", "1", str(fork)).returncode == 0
+    status = run_fallback(fork, env, "--status").stdout
+    assert "iterations: 0 recorded\n" in status and "deleted" not in status  # its log starts with its parent's
+    gemini.reply(api.answer([("more.py", "x = 1\n")]))
+    gemini.reply(api.answer([("more.py", "x = 1\n")]))  # the same file again: no change, the state stands
+    assert run_fallback(fork, env, "--iterations", "2").returncode == 0
+    assert [o.split(":")[0] for o in outcomes(fork)[-2:]] == ["landed", "no change"]
+    assert run_fallback(fork, env, "--compare", str(workspace)).returncode == 0
+    files = re.search(r"<figcaption>Files</figcaption>(.*?)</svg>", (fork / "compare.html").read_text(), re.S)[1]
+    assert re.search(r'class="run r0" d="[^"]*H352\.0V[\d.]+"', files)  # the fork's line reaches the axis's end,
+    assert re.search(r'<text x="352" y="\d+" text-anchor="end">3</text>', files)  # its iteration 3
