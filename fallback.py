@@ -275,6 +275,10 @@ if __name__ == "__main__":
         CODE = main()
         sys.stdout.flush()  # here, where a reader gone away is caught, and not at exit
         sys.exit(CODE)
+    except KeyboardInterrupt:  # Ctrl+C as the keeper starts, before the loop that stops on it with its own line
+        print("fallback: stopped by Ctrl+C while starting; the next start finishes anything left half done",
+              file=sys.stderr)
+        sys.exit(130)
     except BrokenPipeError:  # the reader went away (python fallback.py --status | head) having read what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(0)

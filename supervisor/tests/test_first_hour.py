@@ -6,6 +6,7 @@ import os
 import re
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 
 import fake_gemini as api
 from conftest import REPO
-from test_fallback import outcomes, run_fallback, run_in_terminal
+from test_fallback import outcomes, run_fallback, run_in_terminal, wait_for
 
 PRETEND = "import runpy, sys; {before}; runpy.run_path('fallback.py', run_name='__main__')"
 
@@ -437,3 +438,34 @@ def test_a_fresh_fork_is_said_as_a_fork_and_compared_to_its_last_iteration(works
     files = re.search(r"<figcaption>Files</figcaption>(.*?)</svg>", (fork / "compare.html").read_text(), re.S)[1]
     assert re.search(r'class="run r0" d="[^"]*H352\.0V[\d.]+"', files)  # the fork's line reaches the axis's end,
     assert re.search(r'<text x="352" y="\d+" text-anchor="end">3</text>', files)  # its iteration 3
+
+
+def test_ctrl_c_while_the_keeper_starts_is_one_line_and_exit_130(workspace, env, gemini):
+    gemini.reply(api.answer([("calc.py", "def add(a, b):\n    return a + b\n")]))
+    assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
+    read, write = os.pipe()
+    os.set_blocking(write, False)
+    while True:  # a console that takes nothing more: the start's first line waits there, after its row in the record
+        try:
+            os.write(write, b"x" * 4096)
+        except BlockingIOError:
+            break
+    os.set_blocking(write, True)
+    keeper = subprocess.Popen([sys.executable, "fallback.py", "--iterations", "1"], cwd=workspace, env=env,
+                              stdout=write, stderr=subprocess.PIPE, text=True)
+    os.close(write)
+    wait_for(lambda: starts_recorded(workspace) == 2, seconds=60)
+    keeper.send_signal(signal.SIGINT)  # as Ctrl+C
+    with os.fdopen(read, "rb") as console:
+        console.read()
+    err = keeper.communicate(timeout=60)[1]
+    assert keeper.returncode == 130 and err == "fallback: stopped by Ctrl+C while starting; the next start finishes " \
+        "anything left half done\n", err
+
+
+def starts_recorded(root):
+    db = sqlite3.connect(f"file:{root / 'backups' / 'record.sqlite'}?mode=ro", uri=True)
+    try:
+        return db.execute("SELECT count(*) FROM runs").fetchone()[0]
+    finally:
+        db.close()
