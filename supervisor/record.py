@@ -31,6 +31,7 @@ from urllib.request import pathname2url
 from . import tallies
 from .iteration import Outcome
 from .journal import logs_set_aside
+from .ledger import UNREACHED
 from .scrub import redact
 from .settings import (LOG, LOGS_ASIDE, QUOTA, ROOT, STEERING, TASK_LINES, TEST_SUPPORT, USAGE, read_stamp, source_of,
                        stamp, tail_of, utc_now)
@@ -89,7 +90,7 @@ def row_of(number, result, seconds, started=None):
             "done": [redact(t) for t in said.get("done") or []] if result.outcome is Outcome.LANDED else [],
             "refused": [redact(t) for t in said.get("refused") or []], "not_landed": result.not_landed,
             "outside": result.outside, "refusals": [redact(t) for t in result.refusals],
-            "requests": said.get("requests", 0), "prompt_tokens": tokens.get("prompt", 0),
+            "requests": reached_of(said), "prompt_tokens": tokens.get("prompt", 0),
             "output_tokens": tokens.get("output", 0), "thinking_tokens": tokens.get("thinking", 0),
             "passing": passing, "tests_passing": sum(passing.values()) if passing else None,
             "tests_ran": verdict and verdict.tests_ran, "gate_seconds": result.gate_seconds,
@@ -238,6 +239,12 @@ class Transaction:
 def writer(root=ROOT):
     """The keeper's writer for the workspace (made, and an old workspace migrated, at its first start)."""
     return Writer(path_of(root))
+
+
+def reached_of(said):
+    """The requests of an iteration that may have reached a model, as its quota and --status count them: not those
+    the network kept from it."""
+    return said.get("requests", 0) - sum(call.get("kind") == UNREACHED for call in said.get("calls") or [])
 
 
 def keeper_digest(root=ROOT):

@@ -381,6 +381,9 @@ def test_after_an_offline_run_the_page_and_status_count_the_same_requests(worksp
     row = re.search(r"<tr><td><code>gemini-3.5-flash</code></td>(.*?)</tr>", page)[1]
     assert re.findall(r'class="num">([\d,]+)<', row) == ["0", "0", "0", str(unreached)]
     assert '<b>0</b><span>requests</span>' in page and unreached > 0
+    said = [line for line in done.stdout.splitlines() if " #1 " in line] + [done.stdout.splitlines()[-1]]
+    assert said and all("; 0 request(s)" in line or ", 0 request(s)" in line for line in said), said  # the console's
+    assert "- Model: gemini-3.5-flash, 0 request(s)," in (workspace / "iteration_log.md").read_text()  # and the log's
 
 
 def test_show_lays_out_the_answer_says_the_reason_once_and_shows_the_failing_output(workspace, env, gemini):
