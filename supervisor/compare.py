@@ -11,6 +11,7 @@ totals and, by model, its requests and tokens per landing. Like report.html, one
 inline CSS (light and dark, phone and desktop), inline SVG, no script. What came from a model or a person is
 escaped.
 """
+import math
 import os
 import sys
 from datetime import datetime, timezone
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from . import record
 from .history import load_cache, measure_states, state_snapshots
-from .report import BOTTOM, H, LEFT, RIGHT, STYLE, TOP, W, esc, nice_top, short, y_axis
+from .report import BOTTOM, H, LEFT, RIGHT, STYLE, TOP, W, esc, nice_top, short, x_ticks, y_axis
 from .settings import EX_CONFIG, write_atomically
 from .snapshots import Reader
 
@@ -244,8 +245,9 @@ def draw(lines, forks, label, metric):
                     f'{LETTERS[n % 26]}</text>'
                     for n, at in forks if at)
     return (f'<svg viewBox="0 0 {W} {H}" role="img">{y_axis(top)}{"".join(paths)}{marks}'
-            f'<text x="{LEFT}" y="{H - 8}">0</text><text x="{RIGHT}" y="{H - 8}" text-anchor="end">{short(right)}'
-            f'</text><text x="{(LEFT + RIGHT) / 2:.1f}" y="{H - 8}" text-anchor="middle">{label}</text></svg>')
+            + "".join(f'<text x="{x(n):.1f}" y="{H - 22}" text-anchor="{anchor}">{short(n)}</text>'
+                      for n, anchor in x_ticks(math.ceil(right)))
+            + f'<text x="{(LEFT + RIGHT) / 2:.1f}" y="{H - 6}" text-anchor="middle">{label}</text></svg>')
 
 
 PAGE = """<!doctype html>
