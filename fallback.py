@@ -15,8 +15,20 @@ known-good snapshot, unless the failure is the world's (the same failure where t
 then the loop waits. Every iteration is logged in iteration_log.md and report.html. The parts live in
 supervisor/; this file is the loop and the command line. Needs Linux or macOS.
 """
+import signal
 import sys
 from os.path import basename, dirname, realpath
+
+
+def stopped_while_starting(*_):
+    """Ctrl+C before the loop, which stops on it with its own line: one line and exit 130, not a traceback."""
+    print("fallback: stopped by Ctrl+C while starting; the next start finishes anything left half done",
+          file=sys.stderr)
+    sys.exit(130)
+
+
+if __name__ == "__main__":  # from the first line: loading the keeper takes a moment a person may press Ctrl+C in
+    signal.signal(signal.SIGINT, stopped_while_starting)
 
 # Nothing the model writes is imported in place of the standard library: a json.py of its own in this
 # folder must not shadow the real json, here or in any process started from here (see terrarium.python).
@@ -48,7 +60,6 @@ if UNFIT:  # said before anything imports what may be missing, even for --help
 
 import fcntl  # noqa: E402
 import os  # noqa: E402
-import signal  # noqa: E402
 import time  # noqa: E402
 from collections import Counter  # noqa: E402
 from datetime import datetime, timedelta, timezone  # noqa: E402
@@ -271,14 +282,13 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # a KeyboardInterrupt, which the loop stops on
     try:
         CODE = main()
         sys.stdout.flush()  # here, where a reader gone away is caught, and not at exit
         sys.exit(CODE)
-    except KeyboardInterrupt:  # Ctrl+C as the keeper starts, before the loop that stops on it with its own line
-        print("fallback: stopped by Ctrl+C while starting; the next start finishes anything left half done",
-              file=sys.stderr)
-        sys.exit(130)
+    except KeyboardInterrupt:
+        stopped_while_starting()
     except BrokenPipeError:  # the reader went away (python fallback.py --status | head) having read what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(0)

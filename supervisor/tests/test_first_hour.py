@@ -9,6 +9,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -472,3 +473,16 @@ def starts_recorded(root):
         return db.execute("SELECT count(*) FROM runs").fetchone()[0]
     finally:
         db.close()
+
+
+def test_ctrl_c_at_any_moment_of_the_start_says_no_traceback(workspace, env):
+    env["GEMINI_API_BASE"] = "http://127.0.0.1:9"
+    started = PRETEND.format(before="print('up', file=sys.stderr, flush=True)")  # Python itself is up: its own
+    for delay in (0.2, 0.35, 0.5, 0.8, 1.2):  # loading the keeper (after runpy compiled it), its record, the loop
+        keeper = subprocess.Popen([sys.executable, "-c", started], cwd=workspace, env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)  # forever: offline, it asks, then waits
+        assert keeper.stderr.readline() == "up\n"
+        time.sleep(delay)
+        keeper.send_signal(signal.SIGINT)  # as Ctrl+C
+        out, err = keeper.communicate(timeout=60)
+        assert keeper.returncode == 130 and "Traceback" not in err, (delay, err, out)
