@@ -211,7 +211,7 @@ def render_glance(overall, ledger, now, state):
     uses = [use for models in ledger.values() for use in models.values()]
     tokens = sum(use.get(k, 0) for use in uses for k in ("prompt", "output", "thinking"))
     tiles = [(f"{overall['total']:,}", "iterations")] + [(f"{kinds[k]:,}", k) for k in OUTCOMES if kinds[k]]
-    tiles += [(running_for(overall), "running"), (f"{sum(map(reached, uses)):,}", "requests"),
+    tiles += [(running_for(overall), "from first to last"), (f"{sum(map(reached, uses)):,}", "requests"),
               (f"{tokens / 1e6:.1f} M" if tokens >= 1e6 else f"{tokens:,}", "tokens")]
     if now:
         tiles += [(f"{now[0]:,}", "files now"), (f"{now[1]:,}", "lines now"), (f"{now[2]:,}", "tests now")]

@@ -413,11 +413,13 @@ def test_the_demo_says_how_to_read_its_record_and_its_keeper_is_the_clones(env, 
     assert keepers[0] == keepers[1], replayed
 
 
-def test_the_growth_charts_marks_stay_clear_of_the_iteration_labels(workspace, env, gemini):
+def test_a_finished_runs_page_draws_its_marks_clear_of_the_labels_and_says_no_running(workspace, env, gemini):
     test = "from calc import add\n\n\ndef test_add():\n    assert add(2, 2) == 4\n"
     gemini.reply(api.answer([("calc.py", "def add(a, b):\n    return a - b\n"), ("tests/test_calc.py", test)]))
     assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
-    growth = re.search(r'<section id="growth">(.*?)</section>', (workspace / "report.html").read_text(), re.S)[1]
+    page = (workspace / "report.html").read_text()
+    assert "<span>from first to last</span>" in page and ">running<" not in page  # the keeper has stopped
+    growth = re.search(r'<section id="growth">(.*?)</section>', page, re.S)[1]
     marks = [(float(y), float(length)) for y, length in re.findall(r'class="rolled" d="M[\d.]+ ([\d.]+)v([\d.]+)',
                                                                    growth)]
     labels = [float(y) for y in re.findall(r'<text x="[\d.]+" y="([\d.]+)" text-anchor="(?:start|middle|end)">\d',
