@@ -342,6 +342,7 @@ def test_restoring_a_state_that_failed_the_checks_takes_force_and_says_what_it_i
     assert forced.returncode == 0 and "(a change that failed the checks)" in forced.stdout
     assert "return a - b" in (workspace / "calc.py").read_text() and "kept as snapshot" in forced.stdout
     assert run_fallback(workspace, env, "--force").returncode == 2  # --force alone is a command-line mistake
+    assert "; 1 kept by hand (restored to, or --keep ID)" in run_fallback(workspace, env, "--status").stdout  # why 1
 
 
 def test_ctrl_c_during_the_demo_ends_cleanly_naming_its_copy_and_old_copies_are_taken_away(env, tmp_path):
