@@ -275,6 +275,9 @@ if __name__ == "__main__":
         CODE = main()
         sys.stdout.flush()  # here, where a reader gone away is caught, and not at exit
         sys.exit(CODE)
+    except KeyboardInterrupt:  # Ctrl+C before the loop began (or during a command by hand): the loop says its own
+        say("interrupted: nothing is half done that the next start does not finish")
+        sys.exit(130)
     except BrokenPipeError:  # the reader went away (python fallback.py --status | head) having read what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(0)
