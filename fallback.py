@@ -20,15 +20,14 @@ import sys
 from os.path import basename, dirname, realpath
 
 
-def stopped_while_starting(*_):
-    """Ctrl+C before the loop, which stops on it with its own line: one line and exit 130, not a traceback."""
-    print("fallback: stopped by Ctrl+C while starting; the next start finishes anything left half done",
-          file=sys.stderr)
+def stopped_while_loading(*_):
+    """Ctrl+C while the keeper loads, before main() (which says the same on a KeyboardInterrupt): not a traceback."""
+    print("interrupted: nothing is half done that the next start does not finish", flush=True)
     sys.exit(130)
 
 
 if __name__ == "__main__":  # from the first line: loading the keeper takes a moment a person may press Ctrl+C in
-    signal.signal(signal.SIGINT, stopped_while_starting)
+    signal.signal(signal.SIGINT, stopped_while_loading)
 
 # Nothing the model writes is imported in place of the standard library: a json.py of its own in this
 # folder must not shadow the real json, here or in any process started from here (see terrarium.python).
@@ -287,8 +286,9 @@ if __name__ == "__main__":
         CODE = main()
         sys.stdout.flush()  # here, where a reader gone away is caught, and not at exit
         sys.exit(CODE)
-    except KeyboardInterrupt:
-        stopped_while_starting()
+    except KeyboardInterrupt:  # Ctrl+C before the loop began (or during a command by hand): the loop says its own
+        say("interrupted: nothing is half done that the next start does not finish")
+        sys.exit(130)
     except BrokenPipeError:  # the reader went away (python fallback.py --status | head) having read what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(0)

@@ -33,6 +33,7 @@ import sys
 import threading
 from dataclasses import dataclass, replace
 from enum import Enum
+from functools import lru_cache
 from pathlib import Path
 from typing import NamedTuple
 
@@ -262,16 +263,23 @@ def seed_and_its_modules(files):
         found.add(rel)
         if rel not in files:
             continue  # one the change deleted, or an installed package's name
-        try:
-            tree = ast.parse(object_path(files[rel]).read_bytes())
-        except (SyntaxError, ValueError):
-            continue
-        names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
-        names += [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module and not n.level]
-        for top in {name.split(".")[0] for name in names} - set(sys.stdlib_module_names):
+        for top in imported_tops(files[rel]):
             queue += [f"{top}.py", f"{top}/__init__.py"] + [rel for rel in files if rel.startswith(f"{top}/")
                                                               and rel.endswith(".py")]
     return found
+
+
+@lru_cache(maxsize=4096)
+def imported_tops(sha):
+    """The top names a module imports absolutely, but the standard library's (none when it does not parse): by
+    its content, once (the seed is read at every gate, and changes seldom)."""
+    try:
+        tree = ast.parse(object_path(sha).read_bytes())
+    except (SyntaxError, ValueError):
+        return frozenset()
+    names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    names += [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module and not n.level]
+    return frozenset(name.split(".")[0] for name in names) - set(sys.stdlib_module_names)
 
 
 def compile_error(rel, sha):
