@@ -15,8 +15,19 @@ known-good snapshot, unless the failure is the world's (the same failure where t
 then the loop waits. Every iteration is logged in iteration_log.md and report.html. The parts live in
 supervisor/; this file is the loop and the command line. Needs Linux or macOS.
 """
+import signal
 import sys
 from os.path import basename, dirname, realpath
+
+
+def stopped_while_loading(*_):
+    """Ctrl+C while the keeper loads, before main() (which says the same on a KeyboardInterrupt): not a traceback."""
+    print("interrupted: nothing is half done that the next start does not finish", flush=True)
+    sys.exit(130)
+
+
+if __name__ == "__main__":  # from the first line: loading the keeper takes a moment a person may press Ctrl+C in
+    signal.signal(signal.SIGINT, stopped_while_loading)
 
 # Nothing the model writes is imported in place of the standard library: a json.py of its own in this
 # folder must not shadow the real json, here or in any process started from here (see terrarium.python).
@@ -48,7 +59,6 @@ if UNFIT:  # said before anything imports what may be missing, even for --help
 
 import fcntl  # noqa: E402
 import os  # noqa: E402
-import signal  # noqa: E402
 import time  # noqa: E402
 from collections import Counter  # noqa: E402
 from datetime import datetime, timedelta, timezone  # noqa: E402
@@ -261,7 +271,7 @@ def main(argv=None):
                                 answer_format=gateway.backend.answer_format)
     except (OSError, book.sqlite3.Error) as error:  # a full disk: the loop waits for room, as for anything it writes
         say(f"cannot write this start into the record ({error}): {cli.what_to_free(error)}")
-    say(f"supervising {ROOT} ({'forever' if args.iterations == 0 else f'{args.iterations} iteration(s)'}); "
+    say(f"growing {ROOT} ({'forever' if args.iterations == 0 else f'{args.iterations} iteration(s)'}); "
         f"Ctrl+C stops. Progress: {LOG.name}")
     say(f"the model's code runs in {WORK.relative_to(ROOT)}/, confined: {CONFINEMENT.text}")
     try:
@@ -271,10 +281,14 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # a KeyboardInterrupt, which the loop stops on
     try:
         CODE = main()
         sys.stdout.flush()  # here, where a reader gone away is caught, and not at exit
         sys.exit(CODE)
+    except KeyboardInterrupt:  # Ctrl+C before the loop began (or during a command by hand): the loop says its own
+        say("interrupted: nothing is half done that the next start does not finish")
+        sys.exit(130)
     except BrokenPipeError:  # the reader went away (python fallback.py --status | head) having read what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(0)

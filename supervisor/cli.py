@@ -145,7 +145,7 @@ settings (in .env, or the environment, which wins; all of them: docs/settings.md
 
 exit codes:
   0    done (--iterations reached, or a command by hand)
-  1    another supervisor is running on this folder; or --replay: an iteration differs
+  1    another keeper is running on this folder; or --replay: an iteration differs
   2    a command-line mistake
   75   the model server or the API could not be reached (--models)
   78   something to fix first: one line says what (Python, packages, .env, goal.md, a setting,

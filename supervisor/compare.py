@@ -11,6 +11,7 @@ totals and, by model, its requests and tokens per landing. Like report.html, one
 inline CSS (light and dark, phone and desktop), inline SVG, no script. What came from a model or a person is
 escaped.
 """
+import math
 import os
 import sys
 from datetime import datetime, timezone
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from . import record
 from .history import load_cache, measure_states, state_snapshots
-from .report import BOTTOM, H, LEFT, RIGHT, STYLE, TOP, W, esc, nice_top, short, y_axis
+from .report import BOTTOM, H, LEFT, RIGHT, STYLE, TOP, W, esc, nice_top, short, x_ticks, y_axis
 from .settings import EX_CONFIG, write_atomically
 from .snapshots import Reader
 
@@ -116,8 +117,8 @@ def series(run, metric, by_requests):
 def own_points(run, metric):
     """[(iteration, value)] of the run's own iterations for a metric."""
     if metric == "score":
-        return [(row["number"], row["score"]) for row in run["rows"] if row["kind"] == "landed"
-                and row["score"] is not None]
+        return held(run, [(row["number"], row["score"]) for row in run["rows"] if row["kind"] == "landed"
+                          and row["score"] is not None])
     if metric == "share":  # a fork's goes on from its parent's counts at the fork
         before = [row for row in run["source"]["rows"] if row["number"] <= run["at"]] if run.get("source") else []
         points, landed, asked = [], sum(row["kind"] == "landed" for row in before), sum(row["requests"] > 0
@@ -127,7 +128,13 @@ def own_points(run, metric):
             points.append((row["number"], landed / asked if asked else 0))
         return points
     column = {"files": 1, "lines": 2, "tests": 3}[metric]
-    return [(point[0], point[column]) for point in run["growth"]]
+    return held(run, [(point[0], point[column]) for point in run["growth"]])
+
+
+def held(run, points):
+    """The points, the last value held to the run's last iteration: a state stands until another lands."""
+    last = run["rows"][-1]["number"] if run["rows"] else 0
+    return points + [(last, points[-1][1])] if points and last > points[-1][0] else points
 
 
 def sampled(points):
@@ -238,8 +245,9 @@ def draw(lines, forks, label, metric):
                     f'{LETTERS[n % 26]}</text>'
                     for n, at in forks if at)
     return (f'<svg viewBox="0 0 {W} {H}" role="img">{y_axis(top)}{"".join(paths)}{marks}'
-            f'<text x="{LEFT}" y="{H - 8}">0</text><text x="{RIGHT}" y="{H - 8}" text-anchor="end">{short(right)}'
-            f'</text><text x="{(LEFT + RIGHT) / 2:.1f}" y="{H - 8}" text-anchor="middle">{label}</text></svg>')
+            + "".join(f'<text x="{x(n):.1f}" y="{H - 22}" text-anchor="{anchor}">{short(n)}</text>'
+                      for n, anchor in x_ticks(math.ceil(right)))
+            + f'<text x="{(LEFT + RIGHT) / 2:.1f}" y="{H - 6}" text-anchor="middle">{label}</text></svg>')
 
 
 PAGE = """<!doctype html>

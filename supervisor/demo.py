@@ -58,6 +58,7 @@ def run_demo():
         server.shutdown()
     print(f"\nThe demo's copy is {copy}\n  its page:  {copy / 'report.html'} (open it in a browser)\n"
           f"  its log:   {copy / LOG.name}\n  its tasks: {copy / TASKS.name}\n"
+          f"  its record: cd {copy} && python fallback.py --show 2  (or --status, --list-backups, --replay)\n"
           + ("Next: " if os.environ.get("GEMINI_API_KEY", "").strip() else "Next: get a free key at "
              "https://aistudio.google.com/apikey, put it in .env as GEMINI_API_KEY=..., ")
           + "write your goal in goal.md, and run  python fallback.py")

@@ -31,9 +31,10 @@ from urllib.request import pathname2url
 from . import tallies
 from .iteration import Outcome
 from .journal import logs_set_aside
+from .ledger import UNREACHED
 from .scrub import redact
-from .settings import (LOG, LOGS_ASIDE, QUOTA, ROOT, STEERING, TASK_LINES, USAGE, read_stamp, source_of, stamp,
-                       tail_of, utc_now)
+from .settings import (LOG, LOGS_ASIDE, QUOTA, ROOT, STEERING, TASK_LINES, TEST_SUPPORT, USAGE, read_stamp, source_of,
+                       stamp, tail_of, utc_now)
 from .terrarium import LOG_SHOWN
 
 NAME = "record.sqlite"
@@ -90,7 +91,7 @@ def row_of(number, result, seconds, started=None):
             "done": [redact(t) for t in said.get("done") or []] if result.outcome is Outcome.LANDED else [],
             "refused": [redact(t) for t in said.get("refused") or []], "not_landed": result.not_landed,
             "outside": result.outside, "refusals": [redact(t) for t in result.refusals],
-            "requests": said.get("requests", 0), "prompt_tokens": tokens.get("prompt", 0),
+            "requests": reached_of(said), "prompt_tokens": tokens.get("prompt", 0),
             "output_tokens": tokens.get("output", 0), "thinking_tokens": tokens.get("thinking", 0),
             "passing": passing, "tests_passing": sum(passing.values()) if passing else None,
             "tests_ran": verdict and verdict.tests_ran, "gate_seconds": result.gate_seconds,
@@ -241,12 +242,18 @@ def writer(root=ROOT):
     return Writer(path_of(root))
 
 
+def reached_of(said):
+    """The requests of an iteration that may have reached a model, as its quota and --status count them: not those
+    the network kept from it."""
+    return said.get("requests", 0) - sum(call.get("kind") == UNREACHED for call in said.get("calls") or [])
+
+
 def keeper_digest(root=ROOT):
-    """Twelve hex digits naming the keeper's code in root (fallback.py and supervisor/'s Python files): the same
-    digits, the same keeper."""
+    """Twelve hex digits naming the keeper's code in root (fallback.py, supervisor/'s Python files and the tests'
+    support the gate runs): the same digits, the same keeper, in a clone, its demo's copy and its forks."""
     digest = hashlib.sha256()
-    for path in sorted([root / "fallback.py", *(root / "supervisor").rglob("*.py")]):
-        if path.is_file() and "__pycache__" not in path.parts:
+    for path in sorted([root / "fallback.py", *(root / "supervisor").glob("*.py"), *map(root.joinpath, TEST_SUPPORT)]):
+        if path.is_file():
             digest.update(f"{path.relative_to(root).as_posix()}\0".encode() + path.read_bytes() + b"\0")
     return digest.hexdigest()[:12]
 

@@ -211,7 +211,7 @@ def render_glance(overall, ledger, now, state):
     uses = [use for models in ledger.values() for use in models.values()]
     tokens = sum(use.get(k, 0) for use in uses for k in ("prompt", "output", "thinking"))
     tiles = [(f"{overall['total']:,}", "iterations")] + [(f"{kinds[k]:,}", k) for k in OUTCOMES if kinds[k]]
-    tiles += [(running_for(overall), "running"), (f"{sum(map(reached, uses)):,}", "requests"),
+    tiles += [(running_for(overall), "from first to last"), (f"{sum(map(reached, uses)):,}", "requests"),
               (f"{tokens / 1e6:.1f} M" if tokens >= 1e6 else f"{tokens:,}", "tokens")]
     if now:
         tiles += [(f"{now[0]:,}", "files now"), (f"{now[1]:,}", "lines now"), (f"{now[2]:,}", "tests now")]
@@ -293,8 +293,8 @@ def draw_growth(points, marks, last):
     line = f"M{x(points[0][0]):.1f} {y(points[0][1]):.1f}" + "".join(
         f"L{x(n):.1f} {y(v):.1f}" if unknown(before, n) else f"H{x(n):.1f}V{y(v):.1f}"
         for (before, _), (n, v) in zip(points, points[1:])) + f"H{RIGHT}"
-    ticks = {kind: "".join(f"M{at:.1f} {row}v9" for at in sorted({round(x(n), 1) for n in numbers}))  # one a place
-             for (kind, numbers), row in zip(marks.items(), (BOTTOM + 5, BOTTOM + 16))}
+    ticks = {kind: "".join(f"M{at:.1f} {row}v6" for at in sorted({round(x(n), 1) for n in numbers}))  # one a place
+             for (kind, numbers), row in zip(marks.items(), (BOTTOM + 4, BOTTOM + 11))}  # both above the labels
     return (f'<svg viewBox="0 0 {W} {H}" role="img">{y_axis(top)}'
             f'<path class="area" d="{line}V{BOTTOM}H{x(points[0][0]):.1f}Z"/><path class="line" d="{line}"/>'
             + "".join(f'<path class="{kind}" d="{d}"/>' for kind, d in ticks.items() if d)

@@ -406,7 +406,7 @@ def retention(index):
     pinned = sum(1 for e in index["snapshots"] if e.get("pinned"))
     return (f"kept: the last {KEEP_LAST}, every landing of the last {KEEP_LANDED_DAYS} day(s), one a day for "
             f"{KEEP_DAILY_DAYS} days, one a week before, within {BACKUPS_BYTES >> 20:,} MB; {pinned} kept by hand "
-            "(--keep ID)")
+            "(restored to, or --keep ID)")
 
 
 def folders_above(paths):

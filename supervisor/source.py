@@ -124,6 +124,12 @@ def defined_tests(sha):
     return frozenset(defs(tree.body, ""))
 
 
+def may_hold_tests(sha):
+    """Whether a test file defines a test, or a class named Test... that may inherit some (a file that does not
+    compile is the compile check's)."""
+    return bool(defined_tests(sha)) or any(name.startswith("Test") for name in bound_names(sha))
+
+
 def defs(body, prefix):
     for node in body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):

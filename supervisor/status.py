@@ -19,11 +19,13 @@ from .snapshots import current, load_index, retention, run_worked
 def show_status(holder):
     """What a person wants to know at a glance; makes no model request."""
     print(f"keeper: running (pid {holder})" if holder else "keeper: not running")
-    print(f"run: {describe_run(record.identity(ROOT))}")
+    run = record.identity(ROOT)
+    print(f"run: {describe_run(run)}")
     count, rows, told = record.count(ROOT), record.iterations(ROOT, last=5), journal.last_logged_iteration()
+    inherited = run["parent"]["iteration"] if run and run["parent"] else 0  # a fork's log starts with its parent's
     print(f"iterations: {count} recorded" + ("; the last ones:" if rows else "") + (
         f" (iteration_log.md tells of {told}: backups/, which holds the record, was deleted or moved)"
-        if not count and told else ""))
+        if not count and told > inherited else ""))
     for row in rows:
         score = f" (score {row['score']:g})" if row["score"] is not None else ""
         heading = f"Iteration {row['number']} — {row['ended']} — {row['outcome']}{score}"

@@ -1,5 +1,7 @@
 """Shared fixtures: a fake Gemini server, a fresh copy of the workspace, and an environment pointing at both."""
 import ast
+import compileall
+import functools
 import importlib
 import importlib.util
 import os
@@ -30,6 +32,12 @@ STEERING = {"goal.md": "# Goal\n\nGrow a small note keeper, notes.py, with a tes
             "iteration_log.md": "# Iteration log\n"}
 
 
+# The keeper's modules compiled once (as a person's first run leaves them): each workspace gets their bytecode with
+# the sources (their times kept, so it is valid there), and no keeper a test starts compiles 40 modules again.
+compileall.compile_dir(REPO / "supervisor", maxlevels=0, quiet=1)
+BYTECODE = sorted((REPO / "supervisor" / "__pycache__").glob(f"*.{sys.implementation.cache_tag}.pyc"))
+
+
 def load_keeper(name):
     """A part of the keeper, loaded by its path as fallback.py loads the package (never through sys.path)."""
     if "supervisor" not in sys.modules:
@@ -55,15 +63,19 @@ def workspace(tmp_path):
 def fresh_workspace(root):
     """A fresh clone's workspace in root: seed.py and the modules it imports from this folder, the product's
     files, and fixed steering texts (without the project's own tests, to keep the gate fast)."""
-    for rel in PRODUCT_FILES + seed_and_its_modules():
+    for rel in PRODUCT_FILES + list(seed_and_its_modules()):
         if (REPO / rel).is_file():
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / rel, root / rel)
+    (root / "supervisor" / "__pycache__").mkdir()
+    for pyc in BYTECODE:
+        shutil.copy2(pyc, root / "supervisor" / "__pycache__" / pyc.name)
     for rel, text in STEERING.items():
         (root / rel).write_text(text)
     return root
 
 
+@functools.cache
 def seed_and_its_modules():
     """seed.py and every module of this folder it imports, directly or not (a seed the model split in parts)."""
     found, queue = [], ["seed.py"]
@@ -81,7 +93,7 @@ def seed_and_its_modules():
                 queue += [Path(spec.origin).resolve().relative_to(REPO).as_posix()] + \
                     [p.relative_to(REPO).as_posix() for p in Path(spec.origin).parent.rglob("*.py")
                      if spec.submodule_search_locations]
-    return found
+    return tuple(found)
 
 
 @pytest.fixture

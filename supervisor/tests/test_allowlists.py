@@ -24,6 +24,8 @@ from fake_gemini import FakeGemini
 from test_attacks import files_in, held, keyed, outside, seed_that  # noqa: F401 (keyed, outside: fixtures)
 from test_fallback import outcomes, run_fallback
 
+pytestmark = pytest.mark.xdist_group("test_allowlists")  # its shared runs are made once: all its tests in one worker
+
 UNTAKEN = "rolled back: the run left what the keeper does not take: "
 
 

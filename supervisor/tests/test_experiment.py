@@ -18,6 +18,8 @@ import pytest
 import fake_gemini as api
 from conftest import fresh_workspace, load_keeper, user_env
 
+pytestmark = pytest.mark.xdist_group("test_experiment")  # its shared runs are made once: all its tests in one worker
+
 DEMO = json.loads((Path(__file__).resolve().parents[1] / "demo.json").read_text())  # the demo's goal and answers
 FIND = "def find(notes, word):\n    return [n for n in notes if word in n]\n"
 FIND_ANY_CASE = "def find(notes, word):\n    return [n for n in notes if word.lower() in n.lower()]\n"

@@ -369,7 +369,7 @@ def test_started_from_another_folder_it_works_on_its_own(workspace, env, gemini,
     done = subprocess.run([sys.executable, str(workspace / "fallback.py"), "--iterations", "1"], cwd=elsewhere,
                           env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert f"supervising {workspace}" in done.stdout
+    assert f"growing {workspace}" in done.stdout
     assert (workspace / "a.py").exists() and list(elsewhere.iterdir()) == []
 
 

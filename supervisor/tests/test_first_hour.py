@@ -6,15 +6,17 @@ import os
 import re
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 import fake_gemini as api
 from conftest import REPO
-from test_fallback import outcomes, run_fallback, run_in_terminal
+from test_fallback import outcomes, run_fallback, run_in_terminal, wait_for
 
 PRETEND = "import runpy, sys; {before}; runpy.run_path('fallback.py', run_name='__main__')"
 
@@ -340,6 +342,7 @@ def test_restoring_a_state_that_failed_the_checks_takes_force_and_says_what_it_i
     assert forced.returncode == 0 and "(a change that failed the checks)" in forced.stdout
     assert "return a - b" in (workspace / "calc.py").read_text() and "kept as snapshot" in forced.stdout
     assert run_fallback(workspace, env, "--force").returncode == 2  # --force alone is a command-line mistake
+    assert "; 1 kept by hand (restored to, or --keep ID)" in run_fallback(workspace, env, "--status").stdout  # why 1
 
 
 def test_ctrl_c_during_the_demo_ends_cleanly_naming_its_copy_and_old_copies_are_taken_away(env, tmp_path):
@@ -380,6 +383,9 @@ def test_after_an_offline_run_the_page_and_status_count_the_same_requests(worksp
     row = re.search(r"<tr><td><code>gemini-3.5-flash</code></td>(.*?)</tr>", page)[1]
     assert re.findall(r'class="num">([\d,]+)<', row) == ["0", "0", "0", str(unreached)]
     assert '<b>0</b><span>requests</span>' in page and unreached > 0
+    said = [line for line in done.stdout.splitlines() if " #1 " in line] + [done.stdout.splitlines()[-1]]
+    assert said and all("; 0 request(s)" in line or ", 0 request(s)" in line for line in said), said  # the console's
+    assert "- Model: gemini-3.5-flash, 0 request(s)," in (workspace / "iteration_log.md").read_text()  # and the log's
 
 
 def test_show_lays_out_the_answer_says_the_reason_once_and_shows_the_failing_output(workspace, env, gemini):
@@ -390,3 +396,96 @@ def test_show_lays_out_the_answer_says_the_reason_once_and_shows_the_failing_out
     assert "~~~ file 'calc.py'\ndef add(a, b):\n    return a - b\n" in shown  # the file as it is, not escaped JSON
     assert shown.count("- Reason: tests failed") == 1 and shown.endswith("what came of it: rolled back: tests failed\n")
     assert "=== the output that shows it" in shown and "assert 0 == 4" in shown
+
+
+def test_the_demo_says_how_to_read_its_record_and_its_keeper_is_the_clones(env, tmp_path):
+    from test_fallback import a_fresh_clone
+    clone = a_fresh_clone(tmp_path)
+    env.update(TMPDIR=str(tmp_path), GEMINI_API_BASE="http://127.0.0.1:9")
+    demo = subprocess.run([sys.executable, "fallback.py", "--demo"], cwd=clone, env=env, capture_output=True,
+                          text=True, timeout=120)
+    said = re.search(r"^  its record: cd (\S+) && python (fallback\.py --show 2)  ", demo.stdout, re.M)
+    copy, command = said.groups()
+    shown = subprocess.run([sys.executable, *command.split()], cwd=copy, env=env,
+                           capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0 and shown.stdout.startswith("Iteration 2 — ") and "rolled back" in shown.stdout
+    replayed = run_fallback(clone, env, "--replay", copy).stdout  # the same keeper, from the clone: the same name
+    keepers = re.search(r"recorded by keeper (\S+), replayed by keeper (\S+)$", replayed.strip()).groups()
+    assert keepers[0] == keepers[1], replayed
+
+
+def test_a_finished_runs_page_draws_its_marks_clear_of_the_labels_and_says_no_running(workspace, env, gemini):
+    test = "from calc import add\n\n\ndef test_add():\n    assert add(2, 2) == 4\n"
+    gemini.reply(api.answer([("calc.py", "def add(a, b):\n    return a - b\n"), ("tests/test_calc.py", test)]))
+    assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
+    page = (workspace / "report.html").read_text()
+    assert "<span>from first to last</span>" in page and ">running<" not in page  # the keeper has stopped
+    growth = re.search(r'<section id="growth">(.*?)</section>', page, re.S)[1]
+    marks = [(float(y), float(length)) for y, length in re.findall(r'class="rolled" d="M[\d.]+ ([\d.]+)v([\d.]+)',
+                                                                   growth)]
+    labels = [float(y) for y in re.findall(r'<text x="[\d.]+" y="([\d.]+)" text-anchor="(?:start|middle|end)">\d',
+                                           growth)]
+    beneath = [y for y in labels if y > min(y for y, _ in marks)]  # the iteration axis's, not the scale's
+    assert beneath and max(y + length for y, length in marks) <= min(beneath) - 8  # 11 px digits: 8 px high
+
+
+def test_a_fresh_fork_is_said_as_a_fork_and_compared_to_its_last_iteration(workspace, env, gemini, tmp_path):
+    calc = ("calc.py", "def add(a, b):\n    return a + b\n")
+    gemini.reply(api.answer([calc]))
+    assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
+    fork = tmp_path / "fork"
+    assert run_fallback(workspace, env, "--fork", "1", str(fork)).returncode == 0
+    status = run_fallback(fork, env, "--status").stdout
+    assert "iterations: 0 recorded\n" in status and "deleted" not in status  # its log starts with its parent's
+    gemini.reply(api.answer([("more.py", "x = 1\n")]))
+    gemini.reply(api.answer([("more.py", "x = 1\n")]))  # the same file again: no change, the state stands
+    assert run_fallback(fork, env, "--iterations", "2").returncode == 0
+    assert [o.split(":")[0] for o in outcomes(fork)[-2:]] == ["landed", "no change"]
+    assert run_fallback(fork, env, "--compare", str(workspace)).returncode == 0
+    files = re.search(r"<figcaption>Files</figcaption>(.*?)</svg>", (fork / "compare.html").read_text(), re.S)[1]
+    assert re.search(r'class="run r0" d="[^"]*H352\.0V[\d.]+"', files)  # the fork's line reaches the axis's end,
+    assert re.findall(r'<text x="[\d.]+" y="\d+" text-anchor="\w+">(\d+)</text>', files) == ["0", "1", "2", "3"]
+
+
+def test_ctrl_c_while_the_keeper_starts_is_one_line_and_exit_130(workspace, env, gemini):
+    gemini.reply(api.answer([("calc.py", "def add(a, b):\n    return a + b\n")]))
+    assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
+    read, write = os.pipe()
+    os.set_blocking(write, False)
+    while True:  # a console that takes nothing more: the start's first line waits there, after its row in the record
+        try:
+            os.write(write, b"x" * 4096)
+        except BlockingIOError:
+            break
+    os.set_blocking(write, True)
+    keeper = subprocess.Popen([sys.executable, "fallback.py", "--iterations", "1"], cwd=workspace, env=env,
+                              stdout=write, stderr=subprocess.PIPE, text=True)
+    os.close(write)
+    wait_for(lambda: starts_recorded(workspace) == 2, seconds=60)
+    keeper.send_signal(signal.SIGINT)  # as Ctrl+C
+    with os.fdopen(read, "rb") as console:
+        said = console.read().decode()
+    err = keeper.communicate(timeout=60)[1]
+    assert keeper.returncode == 130 and err == "", err
+    assert said.endswith(" interrupted: nothing is half done that the next start does not finish\n"), said[-300:]
+
+
+def starts_recorded(root):
+    db = sqlite3.connect(f"file:{root / 'backups' / 'record.sqlite'}?mode=ro", uri=True)
+    try:
+        return db.execute("SELECT count(*) FROM runs").fetchone()[0]
+    finally:
+        db.close()
+
+
+def test_ctrl_c_at_any_moment_of_the_start_says_no_traceback(workspace, env):
+    env["GEMINI_API_BASE"] = "http://127.0.0.1:9"
+    started = PRETEND.format(before="print('up', file=sys.stderr, flush=True)")  # Python itself is up: its own
+    for delay in (0.2, 0.35, 0.5, 0.8, 1.2):  # loading the keeper (after runpy compiled it), its record, the loop
+        keeper = subprocess.Popen([sys.executable, "-c", started], cwd=workspace, env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)  # forever: offline, it asks, then waits
+        assert keeper.stderr.readline() == "up\n"
+        time.sleep(delay)
+        keeper.send_signal(signal.SIGINT)  # as Ctrl+C
+        out, err = keeper.communicate(timeout=60)
+        assert keeper.returncode == 130 and "Traceback" not in err, (delay, err, out)

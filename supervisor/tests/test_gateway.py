@@ -514,7 +514,7 @@ def test_server_errors_are_retried_with_backoff_then_the_run_waits(gateway, upst
     assert [call["kind"] for call in report["calls"]] == ["server error 503"] * 3
 
 
-@pytest.mark.parametrize("key", [KEY, "proxy-" + uuid.uuid4().hex])  # a Google key, and one of no known shape
+@pytest.mark.parametrize("key", [KEY, "proxy-" + uuid.uuid4().hex], ids=["google", "no known shape"])
 def test_a_refused_key_stops_with_one_line_and_the_key_is_nowhere(gateway, upstream, state, said, key):
     refused = api.key_invalid(key)
     other = "AIzaSy" + "B" * 33  # a key-shaped string that is not the key

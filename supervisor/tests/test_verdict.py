@@ -12,6 +12,8 @@ from conftest import REPO, fresh_workspace, user_env
 from test_attacks import FAILING_TEST, RIGHT_CALC, WRONG_CALC, held, outside  # noqa: F401 (a fixture)
 from test_fallback import outcomes, run_fallback
 
+pytestmark = pytest.mark.xdist_group("test_verdict")  # its shared runs are made once: all its tests in one worker
+
 THREE = ("tests/test_calc.py", "from calc import add\n\n\ndef test_add():\n    assert add(2, 2) == 4\n\n\n"
          "def test_zero():\n    assert add(0, 0) == 0\n\n\ndef test_negative():\n    assert add(-1, 1) == 0\n")
 FORGE = ("import json, os\n\n\ndef forge(*facts):\n    for fd in range(3, 256):\n        for fact in facts:\n"
