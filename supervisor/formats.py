@@ -44,6 +44,9 @@ def read_json(text, prompt=""):
         except json.JSONDecodeError as why:
             error = error or why
             continue
+        except RecursionError:  # nested deeper than Python's parser goes: the answer's fault, said as such
+            error = error or json.JSONDecodeError("nested deeper than can be read", text, start.start())
+            continue
         if prompt and text[start.start():end] in prompt:
             echoed = True  # the rules' example, or a file of the codebase, sent back
             continue
@@ -78,7 +81,7 @@ def salvage_json(text, prompt):
     for start in re.finditer(r'\{\s*"path"\s*:', text):
         try:
             item, end = decoder.raw_decode(text, start.start())
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if isinstance(item, dict) and isinstance(item.get("path"), str) and isinstance(item.get("content"), str) \
                 and not (prompt and text[start.start():end] in prompt):
@@ -86,7 +89,7 @@ def salvage_json(text, prompt):
     match = re.search(r'"tasks"\s*:\s*(?=\[)', text)
     try:
         tasks = decoder.raw_decode(text, match.end())[0] if match else []
-    except ValueError:
+    except (ValueError, RecursionError):
         pass
     files = [{"path": path, "content": content} for path, content in files.items()]
     return as_answer({"tasks": tasks if isinstance(tasks, list) else [], "files": files}) if files else None

@@ -224,7 +224,7 @@ def chosen_models(environ):
 def json_of(response):
     try:
         return response.json()
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
 
 

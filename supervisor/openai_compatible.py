@@ -536,7 +536,7 @@ def fetch(url, key, body=None, timeout=PROBE_TIMEOUT):
 def json_of(response):
     try:
         value = response.json()
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
 

@@ -67,7 +67,7 @@ def event_of(line):
         return {}
     try:
         event = json.loads(line[5:])
-    except ValueError:
+    except (ValueError, RecursionError):
         return {}
     return event if isinstance(event, dict) else {}
 

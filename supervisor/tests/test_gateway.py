@@ -665,3 +665,14 @@ def test_many_idle_connections_do_not_each_hold_a_thread(gateway):
     finally:
         for sock in idle:
             sock.close()
+
+
+def test_an_answer_nested_deeper_than_python_reads_is_the_answers_fault_never_the_gateways(gateway, upstream):
+    """The red team's answer of 100,000 open brackets: unusable, said as such (it read 'the gateway failed:
+    RecursionError', blaming the keeper)."""
+    upstream.reply(api.text_answer('{"tasks": ["a"], "files": ' + "[" * 100_000))
+    gw = gateway()
+    plan = gw.open_run()
+    response = ask(gw, plan["token"])
+    assert response.status_code == 502 and "nested deeper than can be read" in response.text, response.text[:300]
+    assert "gateway failed" not in response.text
