@@ -10,8 +10,8 @@ import os
 import re
 import sys
 from pathlib import Path
-
-import requests
+from urllib.error import HTTPError
+from urllib.request import Request, urlopen
 
 ROOT = Path(__file__).resolve().parent
 API_BASE = os.environ.get("GEMINI_API_BASE", "").rstrip("/")  # the keeper's gateway on loopback
@@ -29,8 +29,7 @@ open tasks, by number, your answer finishes. Not yours to write: {" ".join(KEEPE
 no network), and plain pytest (no ini) pass over tests/ (add tests/test_*.py) in a read-only copy (write in
 tmp_path), with no fewer passing than before; a failing change is rolled back and becomes a task. Name no
 module like the standard library or a package (json.py, email/): it would be shadowed. seed.py runs you:
-improve it if you keep its docstring's rules, and at most 150 lines that are not blank, none over 110
-characters (a longer seed is rolled back)."""
+improve it if you keep its docstring's rules, at most 150 lines not blank, none over 110 characters."""
 TEXT, ARRAY = {"type": "STRING"}, lambda items: {"type": "ARRAY", "items": items}
 FILE = {"type": "OBJECT", "required": ["path", "content"], "properties": {"path": TEXT, "content": TEXT}}
 SCHEMA = {"type": "OBJECT", "required": ["tasks", "files"],
@@ -100,15 +99,18 @@ def ask(prompt):
             "contents": [{"role": "user", "parts": [{"text": prompt}]}],
             "generationConfig": {"responseMimeType": "application/json", "responseSchema": SCHEMA}}
     try:
-        reply = requests.post(f"{API_BASE}/v1beta/models/{MODEL}:generateContent", json=body,
-                              headers={"x-goog-api-key": TOKEN}, timeout=(10, WAIT))
-        if type(answer := json.loads(reply.json()["candidates"][0]["content"]["parts"][0]["text"])) is dict:
-            return answer
-    except requests.RequestException as error:
+        with urlopen(Request(f"{API_BASE}/v1beta/models/{MODEL}:generateContent", json.dumps(body).encode(),
+                             {"x-goog-api-key": TOKEN}), timeout=WAIT) as reply:
+            data = reply.read()
+        if type(got := json.loads(json.loads(data)["candidates"][0]["content"]["parts"][0]["text"])) is dict:
+            return got
+    except HTTPError as error:  # the gateway's refusal: its body says why
+        data = error.read()
+    except OSError as error:
         raise Stop(75, f"no answer from the gateway ({type(error).__name__})") from None
     except (ValueError, KeyError, IndexError, TypeError):
         pass
-    raise Stop(75, f"{reply.status_code}: {reply.text[:300]}")
+    raise Stop(75, data[:300].decode("utf-8", "replace"))
 
 
 def refusal(path, content):
@@ -123,7 +125,6 @@ def refusal(path, content):
         return "not shown in the prompt: it would be rewritten blind" if rel in UNSEEN else "protected"
     if "\0" in content or len(content.encode("utf-8", "replace")) > MAX_FILE:
         return "binary or too large"
-    return None
 
 
 def write_atomically(path, data):
@@ -161,13 +162,11 @@ def main():
     try:
         if not API_BASE or not TOKEN:
             raise Stop(78, "GEMINI_API_BASE and GEMINI_API_KEY are not set: run  python fallback.py")
-        tasks = open_tasks()
-        answer = ask(build_prompt(tasks))
+        answer = ask(build_prompt(tasks := open_tasks()))
         record["tasks"] = [str(task) for task in answer.get("tasks") or []][:10]
         apply(answer, tasks, record)
-    except Stop as stop:
-        code, reason = stop.args
-        record.update(outcome="rejected" if code == 0 else "stopped", reason=reason)
+    except Stop as stop:  # its code, and why
+        record.update(outcome="rejected" if (code := stop.args[0]) == 0 else "stopped", reason=stop.args[1])
     write_atomically(RECORD, json.dumps(record, indent=1).encode())
     print(f"seed: {record['outcome']}:", record.get("reason") or ", ".join(record["files"]) or "no files")
     return code
