@@ -138,7 +138,8 @@ def test_the_readmes_test_command_runs_none_of_the_models_code(tmp_path):
         (clone / rel).parent.mkdir(exist_ok=True)
         (clone / rel).write_text(spy)
     (clone / "pytest.ini").write_text("[pytest]\naddopts = -p spyplugin\n")
-    done = subprocess.run([sys.executable, *command.split()[1:], "--collect-only"], cwd=clone, capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, *command.split()[1:], "--collect-only", "-n", "0"], cwd=clone,
+                          capture_output=True, text=True, timeout=120)  # collected in one process: no workers
     assert done.returncode == 0, done.stdout + done.stderr
     assert "test_seed.py::" in done.stdout and "test_spy" not in done.stdout
     assert not leaked.exists()
