@@ -423,27 +423,24 @@ def genai_through_gateway(python, settings):
 
 
 def seed_request():
-    """The body seed.py sends the gateway, caught as it leaves (its requests.post is replaced for the call)."""
+    """The body seed.py sends the gateway, caught as it leaves (its urlopen is replaced in the module loaded here)."""
     import importlib.util
-    import requests
     os.environ.update(GEMINI_API_BASE="http://127.0.0.1:9", GEMINI_API_KEY="token")
     spec = importlib.util.spec_from_file_location("seed_under_test", REPO / "seed.py")
     seed = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(seed)
     caught = {}
 
-    def catch(url, json=None, **_):
-        caught.update(json)
-        raise requests.ConnectionError("caught")
+    def catch(request, **_):
+        caught.update(json.loads(request.data))
+        raise OSError("caught")
 
-    seed.requests.post, real = catch, requests.post
+    seed.urlopen = catch
     try:
         with contextlib.redirect_stdout(io.StringIO()):  # its line for the console
             seed.ask(GOAL)
     except Exception:  # noqa: BLE001 (the seed's own Stop, once its request is caught)
         pass
-    finally:
-        seed.requests.post = real
     return caught
 
 
