@@ -35,7 +35,7 @@ sys.path[:] = [p for p in sys.path if realpath(p or ".") != dirname(realpath(__f
 
 import importlib.util  # noqa: E402  (every import comes after the line above)
 
-PACKAGES = ("requests", "dotenv", "pytest")  # requirements.txt's, by the names they are imported as
+PACKAGES = ("requests", "dotenv", "pytest")  # what the keeper imports of requirements.txt (pytest-xdist: its tests)
 
 
 def check_interpreter():
