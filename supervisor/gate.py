@@ -146,6 +146,7 @@ def run_checks(files, contract, changes=None, split=False):
         [sys.executable, "-P", str(CHECK), str(JUDGED), str(facts), str(token), str(parts), str(GATE_TIMEOUT // 2),
          *modules, "--", *tests], clean_env(GEMINI_API_BASE="http://127.0.0.1:9", PYTEST_DISABLE_PLUGIN_AUTOLOAD="1"),
         GATE_TIMEOUT + GATE_TIMEOUT // 2 * (parts > 1), rules, cwd=JUDGED, pass_fds=(facts, token)))
+    output = output.replace(f"{JUDGED}/", "")  # paths as the model knows them: a small model wrote .seed/judged/...
     # the one process that judges what did not pass in parts has the gate's whole time
     which = EVERY_TEST if len(tests) == len(every) + len(contract) else \
         f"{len(tests)} of {len(every)} test files, those this change can affect"

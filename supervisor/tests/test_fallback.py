@@ -1079,3 +1079,13 @@ def test_a_gate_that_fails_the_same_way_at_the_known_good_state_waits_and_writes
     assert done.returncode == 0, done.stderr
     assert outcomes(workspace)[0].endswith("import check failed at the last known-good state too")
     assert not (workspace / "a.py").exists() and "[failure" not in (workspace / "pending_tasks.md").read_text()
+
+
+def test_a_failing_tests_output_names_the_files_as_the_model_knows_them(workspace, env, gemini):
+    """The gate's output named /.../.seed/judged/tests/test_x.py: a 1.5B model then wrote its files under
+    .seed/judged/ (refused, three answers spent)."""
+    gemini.reply(api.answer([("tests/test_x.py", "from nowhere import nothing\n\n\ndef test_x():\n    assert nothing\n")]))
+    assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
+    assert outcomes(workspace) == ["rolled back: tests failed"]
+    for told in (workspace / "iteration_log.md", workspace / "pending_tasks.md"):
+        assert "tests/test_x.py" in told.read_text() and ".seed/judged" not in told.read_text(), told.read_text()
