@@ -42,13 +42,18 @@ def refused(files):
     return ""
 
 
+def parsed(sha):
+    """A module's tree, or an empty one when it does not parse (the compile check and pytest say why)."""
+    try:
+        return ast.parse(object_path(sha).read_bytes())
+    except (SyntaxError, ValueError, RecursionError):
+        return ast.Module(body=[], type_ignores=[])
+
+
 @lru_cache(maxsize=4096)  # objects never change: a file is read once for as long as it is in the codebase
 def conftest_refusal(sha, codebase):
     """Why a conftest.py steps outside the allow-list, or ''."""
-    try:
-        tree = ast.parse(object_path(sha).read_bytes())
-    except (SyntaxError, ValueError):
-        return ""  # the compile check and pytest say why
+    tree = parsed(sha)
     found = [import_refusal(node, codebase) for node in ast.walk(tree)]  # in a fixture too
     found += [binding_refusal(node) for node in module_level(tree.body)]
     return next((why for why in found if why), "")
@@ -107,20 +112,14 @@ def bindings(node):
 @lru_cache(maxsize=16384)
 def bound_names(sha):
     """Every name a module binds at its top (through its blocks)."""
-    try:
-        tree = ast.parse(object_path(sha).read_bytes())
-    except (SyntaxError, ValueError):
-        return frozenset()
+    tree = parsed(sha)
     return frozenset(name for node in module_level(tree.body) for name, _ in bindings(node))
 
 
 @lru_cache(maxsize=16384)
 def defined_tests(sha):
     """The tests a test file defines, as pytest names them after the file's path: `test_a`, `TestB::test_c`."""
-    try:
-        tree = ast.parse(object_path(sha).read_bytes())
-    except (SyntaxError, ValueError):
-        return frozenset()
+    tree = parsed(sha)
     return frozenset(defs(tree.body, ""))
 
 
@@ -145,10 +144,7 @@ def defs(body, prefix):
 def every_name(sha):
     """Every name a module defines or binds anywhere: where a test pytest reports may come from (inherited from a
     class of another module, imported, assigned)."""
-    try:
-        tree = ast.parse(object_path(sha).read_bytes())
-    except (SyntaxError, ValueError):
-        return frozenset()
+    tree = parsed(sha)
     names = {node.name for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef,
                                                                        ast.ClassDef))}
     names |= {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
