@@ -20,9 +20,12 @@ import sys
 from os.path import basename, dirname, realpath
 
 
+INTERRUPTED = "interrupted: nothing is half done that the next start does not finish"  # Ctrl+C before the loop
+
+
 def stopped_while_loading(*_):
     """Ctrl+C while the keeper loads, before main() (which says the same on a KeyboardInterrupt): not a traceback."""
-    print("interrupted: nothing is half done that the next start does not finish", flush=True)
+    print(INTERRUPTED, flush=True)
     sys.exit(130)
 
 
@@ -287,7 +290,7 @@ if __name__ == "__main__":
         sys.stdout.flush()  # here, where a reader gone away is caught, and not at exit
         sys.exit(CODE)
     except KeyboardInterrupt:  # Ctrl+C before the loop began (or during a command by hand): the loop says its own
-        say("interrupted: nothing is half done that the next start does not finish")
+        say(INTERRUPTED)
         sys.exit(130)
     except BrokenPipeError:  # the reader went away (python fallback.py --status | head) having read what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -6,7 +6,7 @@ The candidate's changed .py files must compile (here, from the bytes captured: c
 conftest.py files and test modules keep to what the model's may do with pytest (source.refused: read, not run). Then
 the candidate is laid out in .seed/judged/ (terrarium.judged_copy), which the checks may read but not write, and one
 confined child with no key and no way to the gateway (check.py, run by its path) imports the codebase's top-level
-modules (seed.py, and so requests, only when it or a module it imports changed), then runs pytest over tests/ (the
+modules (seed.py and its imports only when it or a module it imports changed), then runs pytest over tests/ (the
 model's tests, and the seed's contract when the seed or a module it imports changed) under the keeper's
 configuration: `-c /dev/null`, so no pytest.ini, setup.cfg, tox.ini, pyproject.toml or addopts of the model's
 changes how its tests are collected or reported. The verdict is read from what the keeper's own plugin in that child
@@ -131,7 +131,7 @@ def run_checks(files, contract, changes=None, split=False):
     child of the terrarium, in the judged copy it may not write, with no key and no way to the API."""
     judged_copy(files, with_contract=contract)
     modules = [rel[:-3] for rel in files if rel.endswith(".py") and "/" not in rel and rel[:-3].isidentifier()
-               and (contract or rel != "seed.py")]  # seed.py (and so requests) only when it or its modules changed
+               and (contract or rel != "seed.py")]  # seed.py (and its imports) only when it or its modules changed
     modules += [rel.split("/")[0] for rel in files if re.fullmatch(r"[A-Za-z_]\w*/__init__\.py", rel)]
     every = sorted(rel for rel in files if TEST_FILE.fullmatch(rel))
     first, sound = selection.affected(every, changes, files) if changes is not None and not contract else (every, False)
