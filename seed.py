@@ -26,10 +26,10 @@ RULES = f"""You grow the codebase below toward the goal, one iteration at a time
 (open tasks first), do them by writing whole files (every line of each, most important first), and say which
 open tasks, by number, your answer finishes. Not yours to write: {" ".join(KEEPER)}, any name starting with
 ".". After each iteration every .py must compile, every top-level module import without side effects (no key,
-no network), and plain pytest (no ini) pass over tests/ (add tests/test_*.py) in a read-only copy (write in
-tmp_path), with no fewer passing than before; a failing change is rolled back and becomes a task. Name no
-module like the standard library or a package (json.py, email/): it would be shadowed. seed.py runs you:
-improve it if you keep its docstring's rules, at most 150 lines not blank, none over 110 characters."""
+no network), and plain pytest (no ini) pass over tests/ (add tests/test_*.py; each test runs in an empty temp
+folder), with no fewer passing than before; a failing change is rolled back and becomes a task. Name no module
+like the standard library or a package (json.py, email/). seed.py asks you; the goal's code goes elsewhere:
+improve seed.py if you keep its docstring's rules, at most 150 lines not blank, none over 110 characters."""
 TEXT, ARRAY = {"type": "STRING"}, lambda items: {"type": "ARRAY", "items": items}
 FILE = {"type": "OBJECT", "required": ["path", "content"], "properties": {"path": TEXT, "content": TEXT}}
 SCHEMA = {"type": "OBJECT", "required": ["tasks", "files"],

@@ -131,6 +131,14 @@ def keeper(root, tell, pristine):
     audit = Audit(root, tell, pristine)
 
     class Keeper:
+        @pytest.fixture(autouse=True)
+        def keeper_folder(self, tmp_path):
+            """Each test runs in its own empty temporary folder (its tmp_path): a test that writes notes.json where
+            it stands writes there, not in the read-only copy (small models' tests do)."""
+            os.chdir(tmp_path)
+            yield
+            os.chdir(root)
+
         @pytest.hookimpl(trylast=True)
         def pytest_collection_finish(self, session):
             audit.everything(session.config.pluginmanager)

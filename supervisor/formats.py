@@ -130,18 +130,34 @@ def read_files(text):
 
 
 def file_blocks(text):
-    """([{path, content}] of the blocks closed by </file>, [what is wrong with each block that is not])."""
-    files, broken, tags = [], [], list(FILE_TAG.finditer(text))
+    """([{path, content}] of the blocks closed by </file> (or by their fence alone), [what was wrong with each])."""
+    files, broken, by_fence, tags = [], [], [], list(FILE_TAG.finditer(text))
     for n, tag in enumerate(tags):
         end = text.find(CLOSE_TAG, tag.end())
         following = tags[n + 1].start() if n + 1 < len(tags) else len(text)
-        if end < 0 or end > following:
-            line = text[:tag.start()].count("\n") + 1
-            broken.append(f"the block of {tag.group(1)} (line {line}) has no {CLOSE_TAG}")
-            continue
-        path = tag.group(1).strip()
-        files.append({"path": path, "content": unwrap(text[tag.end():end], fenced=not path.endswith(".md"))})
+        path, line = tag.group(1).strip(), text[:tag.start()].count("\n") + 1
+        if 0 <= end < following:
+            files.append({"path": path, "content": unwrap(text[tag.end():end], fenced=not path.endswith(".md"))})
+        elif fenced := whole_fence(text[tag.end():following], strict=path.endswith(".md")):
+            files.append({"path": path, "content": fenced})  # a small model's habit: the fence closed, not the tag
+            by_fence.append(path)
+        else:
+            broken.append(f"the block of {path} (line {line}) has no {CLOSE_TAG}")
+    if by_fence:
+        broken.append(f"{len(by_fence)} block(s) ended with a Markdown fence, not {CLOSE_TAG} ({', '.join(by_fence)}): "
+                      "the fenced text was taken")
     return files, broken
+
+
+def whole_fence(block, strict):
+    """The text of a block that is one fenced block (opened on its first line, closed by its last bare fence, with
+    only words after it, or, `strict`, nothing), or None."""
+    opened = re.match(r"[ \t]*\n?```[^\n`]*\n", block)
+    closes = list(re.finditer(r"^```[ \t]*$", block, re.M))
+    if not opened or not closes or closes[-1].start() < opened.end() or strict and block[closes[-1].end():].strip():
+        return None
+    content = block[opened.end():closes[-1].start()]
+    return content if content.strip() else None
 
 
 def fenced_files(text):

@@ -10,9 +10,12 @@ from pathlib import Path
 import pytest
 
 import fake_gemini as api
+from conftest import load_keeper
 from test_fallback import outcomes, run_fallback
 from test_gateway import answer_of, ask, gateway_module
 from test_openai_compatible import LLAMA_CPP, Stream, llama_cpp, local, servers  # noqa: F401 (a fixture)
+
+formats = load_keeper("formats")
 
 # Qwen2.5-Coder 1.5B, asked for JSON: a file's text as a Python triple-quoted string, then a `\'` escape
 TRIPLE_QUOTED = '```json\n{\n  "tasks": ["Create notes.py"],\n  "done": [],\n  "files": [\n    {\n      "path": ' \
@@ -115,6 +118,43 @@ def test_a_file_whose_fence_is_opened_and_never_closed_is_unwrapped_and_compiles
     compile(notes, "notes.py", "exec")
 
 
+def test_blocks_that_end_with_their_fence_and_no_closing_tag_are_taken_and_the_model_told(servers, tmp_path):
+    """Qwen2.5-Coder 1.5B closed every block with its Markdown fence and never wrote </file> (3 of 10 answers)."""
+    answer, report = ask_local(servers, tmp_path, streamed("fence_for_a_tag"))
+    paths = ["notes.py", "tests/test_notes.py", "seed.py", "README.md"]
+    assert [f["path"] for f in answer["files"]] == paths
+    for item in answer["files"]:
+        assert "```" not in item["content"] and item["content"].endswith("\n")
+    compile(answer["files"][0]["content"], "notes.py", "exec")
+    assert answer["files"][3]["content"].startswith("# Notes\n") and "MIT" in answer["files"][3]["content"]
+    assert report["salvaged"] == ("4 block(s) ended with a Markdown fence, not </file> (notes.py, tests/test_notes.py, "
+                                  "seed.py, README.md): the fenced text was taken: kept the 4 file(s) that came whole")
+
+
+@pytest.mark.parametrize("block, taken", [
+    ("```python\nx = 1\n```\nsome words after it\n", "x = 1\n"),
+    ("```python\nx = 1\n", None),                            # the fence never closed: cut off, not whole
+    ("x = 1\n```\n", None),                                  # no fence opened it
+    ("```\n```\n", None),                                    # nothing in it
+], ids=["closed-then-words", "never-closed", "not-opened", "empty"])
+def test_only_a_block_that_is_one_whole_fence_is_taken_without_its_closing_tag(block, taken):
+    text = f'- a task\n<file path="app.py">\n{block}'
+    if taken is None:
+        with pytest.raises(ValueError, match="the block of app.py \\(line 2\\) has no </file>"):
+            formats.read_files(text)
+    else:
+        assert formats.read_files(text)[0]["files"] == [{"path": "app.py", "content": taken}]
+
+
+def test_a_markdown_file_without_its_closing_tag_is_not_cut_at_a_fence_inside_it():
+    """A README's own code blocks end with bare fences too: the last one is the file's only with nothing after it."""
+    readme = "```markdown\n# App\n```bash\npython app.py\n```\nMore words.\n"
+    with pytest.raises(ValueError, match="has no </file>"):
+        formats.read_files(f'<file path="README.md">\n{readme}')
+    [item] = formats.read_files(f'<file path="README.md">\n{readme}```\n')[0]["files"]
+    assert item["content"] == "# App\n```bash\npython app.py\n```\nMore words.\n"
+
+
 def test_the_answer_format_sent_back_is_no_answer(servers, tmp_path):
     answer, report = ask_local(servers, tmp_path, streamed("format_echoed"))
     assert answer is None and report["problem"]["why"] == (
@@ -157,3 +197,36 @@ def test_json_that_is_not_the_answer_says_so_and_where(workspace, env, gemini):
     [outcome] = outcomes(workspace)
     assert outcome.startswith("no change: JSON, but no list of tasks and list of files of {path, content} in it (line 5 "
                               "column 17, near '{\\n    \"tasks\": {")
+
+
+NOTES = '''import json
+from pathlib import Path
+
+NOTES = Path("notes.json")
+
+
+def add(text):
+    notes = json.loads(NOTES.read_text()) if NOTES.exists() else []
+    NOTES.write_text(json.dumps(notes + [text]))
+    return len(notes) + 1
+'''
+NOTES_TEST = '''from notes import add
+
+
+def test_add_saves_a_note_where_the_test_stands():
+    assert add("one") == 1 and add("two") == 2
+    with open("notes.json") as saved:
+        assert saved.read() == '["one", "two"]'
+
+
+def test_each_test_starts_in_an_empty_folder():
+    assert add("three") == 1
+'''
+
+
+def test_a_test_that_writes_a_file_where_it_stands_writes_in_its_own_temporary_folder(workspace, env, gemini):
+    """Qwen2.5-Coder's tests write notes.json in the current folder: it was the read-only copy, and they failed."""
+    gemini.reply(api.answer([("notes.py", NOTES), ("tests/test_notes.py", NOTES_TEST)]))
+    done = run_fallback(workspace, env, "--iterations", "1")
+    assert outcomes(workspace) == ["landed: 2 file(s) changed"], done.stdout
+    assert not (workspace / "notes.json").exists() and not (workspace / ".seed" / "judged" / "notes.json").exists()
