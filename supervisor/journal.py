@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from .console import describe_changes
 from .scrub import printable, redact
-from .settings import (LOG, LOG_BYTES, LOGS_ASIDE, LOGS_KEPT, MAX_FAILURE_TASKS, ROOT, TASK_LINES, TASKS, WORK,
+from .settings import (JUDGED, LOG, LOG_BYTES, LOGS_ASIDE, LOGS_KEPT, MAX_FAILURE_TASKS, ROOT, TASK_LINES, TASKS, WORK,
                        stamp, tail_of, utc_now, write_atomically)
 from .settings import source_of  # --goal FILE: the goal.md a run is given
 
@@ -33,6 +33,28 @@ def failure_mark(kind, output):
     place = ":".join(part for part in places[-1] if part) if places else ""
     error = re.sub(r"\d+", "N", error_line(output))
     return hashlib.sha256(f"{re.sub(r'[0-9]+', 'N', kind)}|{place}|{error}".encode()).hexdigest()[:8]
+
+
+FOREIGN_FRAME = re.compile(r'\s*File "/|/\S+:\d+: in ')  # a traceback's frame in code outside the codebase
+
+
+def telling_lines(output):
+    """The last TASK_LINES lines of output worth a reader's and the model's eyes: frames of code outside the
+    codebase (the standard library's, pytest's: their paths are absolute, the codebase's relative), the carets
+    under a line and pytest's "!!! stopping" banners left out, so a test's name, its line and the error stay."""
+    kept, foreign = [], False
+    for folder in (WORK, JUDGED, ROOT):  # the codebase's paths as the model knows them
+        output = output.replace(f"{folder}/", "")
+    for line in output.strip().splitlines():
+        if FOREIGN_FRAME.match(line):
+            foreign = True
+        elif foreign and line.startswith("    ") and not line.lstrip().startswith("E "):
+            continue  # the foreign frame's code line
+        else:
+            foreign = False
+            if not re.fullmatch(r"\s*\^[\s^~]*|!{3,}.*", line):
+                kept.append(line)
+    return kept[-TASK_LINES:]
 
 
 def error_line(output):
@@ -99,7 +121,7 @@ def add_failure_task(headline, output, where, mark):
     which says how often, since when and after which snapshot it began. At most MAX_FAILURE_TASKS stay
     open (the oldest go); a person's tasks are never touched. What the model's code wrote is scrubbed of secrets
     and shown without control characters (scrub.py): a person reads this file with cat."""
-    tail = printable(redact(output).strip(), keep="\n").splitlines()[-TASK_LINES:]
+    tail = telling_lines(printable(redact(output), keep="\n"))
     lines = read_tasks()
     edited = list(lines) if TASKS.exists() else ["# Pending tasks", ""]
     found = next(((task.first, task.failure) for task in parse_tasks(lines) if not task.done and task.failure

@@ -30,10 +30,10 @@ from urllib.request import pathname2url
 
 from . import tallies
 from .iteration import Outcome
-from .journal import logs_set_aside
+from .journal import logs_set_aside, telling_lines
 from .ledger import UNREACHED
 from .scrub import redact
-from .settings import (LOG, LOGS_ASIDE, QUOTA, ROOT, STEERING, TASK_LINES, TEST_SUPPORT, USAGE, read_stamp, source_of,
+from .settings import (LOG, LOGS_ASIDE, QUOTA, ROOT, STEERING, TEST_SUPPORT, USAGE, read_stamp, source_of,
                        stamp, tail_of, utc_now)
 from .terrarium import LOG_SHOWN
 
@@ -97,7 +97,7 @@ def row_of(number, result, seconds, started=None):
             "tests_ran": verdict and verdict.tests_ran, "gate_seconds": result.gate_seconds,
             "score": score.get("score"), "scores": result.score, "salvaged": said.get("salvaged") or "",
             "stalled": result.stalled, "confinement": result.confinement,
-            "output": redact("\n".join(result.output.splitlines()[-TASK_LINES:])), "budget": result.budget}
+            "output": redact("\n".join(telling_lines(result.output))), "budget": result.budget}
 
 
 # --- writing ------------------------------------------------------------------------------------------

@@ -230,3 +230,17 @@ def test_a_test_that_writes_a_file_where_it_stands_writes_in_its_own_temporary_f
     done = run_fallback(workspace, env, "--iterations", "1")
     assert outcomes(workspace) == ["landed: 2 file(s) changed"], done.stdout
     assert not (workspace / "notes.json").exists() and not (workspace / ".seed" / "judged" / "notes.json").exists()
+
+
+def test_a_failing_tests_task_shows_the_tests_line_and_error_not_the_standard_librarys_frames(workspace, env, gemini):
+    """The 1.5B's test patched datetime.now: its task was twelve lines of unittest.mock's frames, its own cut off."""
+    test = "import json\n\n\ndef test_reads_the_notes():\n    assert json.loads('{\"notes\": [1, 2,]}')\n"
+    gemini.reply(api.answer([("notes.py", "NOTES = []\n"), ("tests/test_notes.py", test)]))
+    run_fallback(workspace, env, "--iterations", "1")
+    tasks = (workspace / "pending_tasks.md").read_text()
+    detail = [line.removeprefix("      > ") for line in tasks.splitlines() if line.startswith("      > ")]
+    assert any("_ test_reads_the_notes _" in line for line in detail), detail
+    assert "tests/test_notes.py:5: in test_reads_the_notes" in detail, detail
+    assert any(line.startswith("E   json.decoder.JSONDecodeError: ") for line in detail), detail
+    assert not [line for line in detail if "python3" in line or re.fullmatch(r"\s*\^+", line)], detail
+    assert "tests/test_notes.py:5: in test_reads_the_notes" in run_fallback(workspace, env, "--show", "1").stdout
