@@ -244,3 +244,12 @@ def test_a_failing_tests_task_shows_the_tests_line_and_error_not_the_standard_li
     assert any(line.startswith("E   json.decoder.JSONDecodeError: ") for line in detail), detail
     assert not [line for line in detail if "python3" in line or re.fullmatch(r"\s*\^+", line)], detail
     assert "tests/test_notes.py:5: in test_reads_the_notes" in run_fallback(workspace, env, "--show", "1").stdout
+
+
+def test_a_standard_module_used_without_its_import_is_named_as_python_3_12_names_it(workspace, env, gemini):
+    """The 1.5B used json in its test without importing it, four iterations running, told only the bare NameError."""
+    test = "def test_notes_are_json():\n    assert json.loads('[]') == []\n"
+    gemini.reply(api.answer([("notes.py", "NOTES = []\n"), ("tests/test_notes.py", test)]))
+    run_fallback(workspace, env, "--iterations", "1")
+    assert "> E   NameError: name 'json' is not defined. Did you forget to import 'json'?\n" in \
+        (workspace / "pending_tasks.md").read_text()
