@@ -135,10 +135,10 @@ def estimate_tokens(body):
     return (texts + len(json.dumps(body.get("generationConfig") or {}))) // CHARS_PER_TOKEN
 
 
-def adapt(request, facts, answer="json"):
+def adapt(request, facts, answer="json", mending=""):
     """The body for a model: what it accepts, in the answer format asked of its backend ("json": the schema, as
-    strict JSON mode or folded into the text; "files": formats.FILES_FORMAT), the rest folded into the text; the
-    output limit clamped to the largest a model gives."""
+    strict JSON mode or folded into the text; "files": formats.FILES_FORMAT, after `mending`, the last answer
+    rolled back), the rest folded into the text; the output limit clamped to the largest a model gives."""
     body = {"contents": copy.deepcopy(request["contents"])}
     config = dict(request.get("generationConfig") or {})
     if isinstance(config.get("maxOutputTokens"), int):
@@ -147,7 +147,7 @@ def adapt(request, facts, answer="json"):
     if wants_json and (answer == "files" or not facts["json_mode"]):
         taken = {name: config.pop(name, None) for name in ("responseMimeType", "responseSchema", "responseJsonSchema")}
         schema = taken["responseSchema"] or taken["responseJsonSchema"]
-        fold(body["contents"][-1], FILES_FORMAT if answer == "files" else
+        fold(body["contents"][-1], "\n\n".join([*filter(None, [mending]), FILES_FORMAT]) if answer == "files" else
              ANSWER_ONLY + (f" It follows this schema: {json.dumps(schema)}" if schema else ""), first=False)
     system = request.get("systemInstruction")
     texts = [part["text"] for part in (system or {}).get("parts", [])]

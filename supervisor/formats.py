@@ -33,6 +33,20 @@ TASK_LINE = re.compile(r"^\s*(?:[-*•]|\d{1,2}[.)])\s+(.+?)\s*$", re.M)
 DONE_LINE = re.compile(r"^\W*done\W*?:\s*(.*)$", re.I | re.M)
 
 
+def mending(why, lines, files, room):
+    """The last answer the gate rolled back, for the next prompt of a model asked for plain text: why, the lines
+    of output that show it, and its files whole, as many as `room` characters take ("" when none does). A small
+    model shown only the error wrote its whole answer anew each time, with new mistakes (bench/real_model.py)."""
+    head = "\n".join([f"# Your last answer, rolled back: {why}", *(f"> {line}" for line in lines),
+                      "Its files, as you wrote them: mend them where the failure shows and send them whole again."])
+    blocks = []
+    for path, text in files:
+        block = f'<file path="{path}">\n{text.removesuffix(chr(10))}\n</file>'
+        if len(head) + sum(len(b) + 1 for b in blocks) + len(block) + 1 <= room:
+            blocks.append(block)
+    return "\n".join([head, *blocks]) if blocks else ""
+
+
 # --- JSON -------------------------------------------------------------------------------------------
 def read_json(text, prompt=""):
     """The answer object in the text (behind a fence or prose; never one the prompt itself holds), with the whole

@@ -34,7 +34,7 @@ from collections import Counter
 from datetime import timedelta
 from pathlib import Path
 
-from . import answers, door, outcomes, scrub
+from . import answers, door, formats, outcomes, scrub
 from .answers import CHARS_PER_TOKEN, MARGIN, TOKEN_FIELDS
 from .ledger import Books, next_pacific_midnight, utc_now
 from .models import FEATURES, Models
@@ -65,6 +65,7 @@ class Run:
         self.calls, self.refused = [], []
         self.salvaged, self.answered, self.problem = "", False, None
         self.planned = {"tasks": [], "done": []}  # the answer's own word: its tasks, the open tasks it finished
+        self.mending = ""  # the last answer rolled back, shown before the answer format (formats.mending)
         self.over = threading.Event()  # set by close_run: the token stops working, waits end
         self.busy = threading.Condition()
         self.under_way = 0             # requests of the seed being served now
@@ -84,6 +85,7 @@ class Gateway:
         self.lock = threading.RLock()
         self.run, self.stopped, self.server, self.url, self.steering = None, None, None, None, 0
         self.wasted = {}  # model -> why each of its answers in a row landed nothing
+        self.rolled_back = None  # (why, lines, [(path, text)]) of the last answer the gate rolled back, or None
 
     # --- the keeper's side ----------------------------------------------------------------------
     def start(self):
@@ -114,11 +116,22 @@ class Gateway:
             return self.summarise(hindrances)
 
     def start_run(self, model):
-        """A new run on `model`; a run left open before it ends."""
+        """A new run on `model`; a run left open before it ends. A backend asked for plain text is shown the last
+        answer rolled back, in at most a third of the prompt, which the seed's budget leaves free for it."""
         if self.run:
             self.run.over.set()
         self.run = Run(model, self.budget(model))
+        if self.rolled_back and self.backend.answer_format == "files":
+            room = min(self.run.budget // 3, self.run.budget - self.steering - STEERING_ROOM) * CHARS_PER_TOKEN
+            self.run.mending = self.redact(formats.mending(*self.rolled_back, room))
+            self.run.budget -= math.ceil(len(self.run.mending) / CHARS_PER_TOKEN)
         return {"token": self.run.token, "model": model, "budget": self.run.budget}
+
+    def recall(self, why=None, lines=(), files=()):
+        """Remember the answer the gate rolled back last (why, the output's telling lines, [(path, text)] of its
+        files) for the next run's prompt; with no `why`, forget it (a change landed)."""
+        with self.lock:
+            self.rolled_back = (why, list(lines), list(files)) if why else None
 
     def waited(self, token):
         """Seconds the gateway itself waited (pacing, retries) during the run of this token."""
@@ -331,7 +344,9 @@ class Gateway:
                 raise MovedOn(f"the prompt is over its budget of {self.budget(model):,} tokens now")
             if self.books.requests_today(model) >= self.known.get(model)["rpd"]:  # a retry must not pass the day
                 raise MovedOn("daily quota spent")
-            body = answers.adapt(request, facts := self.known.get(model), self.backend.answer_format)
+            fits = answers.estimate_tokens(request) + len(run.mending) / CHARS_PER_TOKEN <= self.budget(model)
+            body = answers.adapt(request, facts := self.known.get(model), self.backend.answer_format,
+                                 run.mending if fits else "")
         self.pace(run, model, math.ceil(answers.estimate_tokens(body) * MARGIN), deadline)
         with self.lock:
             call, day = self.books.count_sent(model)

@@ -177,10 +177,26 @@ def run_iteration(number, index, timeout, memory, gateway, confinement=""):
     if run.said["answered"] and result.outcome is not Outcome.LANDED:
         result.waste = waste_of(result)
         gateway.record_waste(run.said["model"], result.waste)
+    if result.outcome is Outcome.LANDED or isinstance(result.failure, Failure) and run.said["answered"]:
+        gateway.recall(*mendable(run, result))
     if run.said["model"] and result.outcome in (Outcome.LANDED, Outcome.NO_CHANGE, Outcome.ROLLED_BACK):
         streak = gateway.tally(run.said["model"], None if result.outcome is Outcome.LANDED else result.summary)
         result.stalled = streak or result.stalled
     return result
+
+
+def mendable(run, result):
+    """(why, the output's telling lines, [(path, text)] of the text files it wrote) of an answer the gate rolled
+    back, for the gateway to show the next prompt; () after a landing, which forgets it."""
+    if result.outcome is Outcome.LANDED:
+        return ()
+    files = []
+    for rel, *_ in run.changes:
+        try:
+            files.append((rel, snap.object_path(run.files[rel]).read_bytes().decode("utf-8")))
+        except (KeyError, UnicodeDecodeError):  # deleted, or not text
+            continue
+    return result.summary, journal.telling_lines(result.output)[-6:], files
 
 
 def unasked(plan, gateway):

@@ -13,7 +13,8 @@ import fake_gemini as api
 from conftest import load_keeper
 from test_fallback import outcomes, run_fallback
 from test_gateway import answer_of, ask, gateway_module
-from test_openai_compatible import LLAMA_CPP, Stream, llama_cpp, local, servers  # noqa: F401 (a fixture)
+from test_openai_compatible import (LLAMA_CPP, Stream, llama_cpp, llama_cpp_answer, local,  # noqa: F401 (servers)
+                                    servers)
 
 formats = load_keeper("formats")
 
@@ -253,3 +254,41 @@ def test_a_standard_module_used_without_its_import_is_named_as_python_3_12_names
     run_fallback(workspace, env, "--iterations", "1")
     assert "> E   NameError: name 'json' is not defined. Did you forget to import 'json'?\n" in \
         (workspace / "pending_tasks.md").read_text()
+
+
+def files_answer(*files):
+    return llama_cpp_answer("- a task\nDone: none\n" + "".join(
+        f'<file path="{path}">\n{text}</file>\n' for path, text in files))
+
+
+def test_a_local_model_is_shown_its_last_answer_rolled_back_to_mend_it_and_not_after_a_landing(
+        workspace, env, servers):
+    """Shown only the error, the 1.5B wrote its whole answer anew each time, making new mistakes: 0 of 10 landed."""
+    server = servers(llama_cpp())
+    broken = "import notes\n\n\ndef test_add():\n    assert notes.add('x') == 2\n"
+    server.answer(files_answer(("notes.py", NOTES), ("tests/test_notes.py", broken)))
+    server.answer(files_answer(("notes.py", NOTES), ("tests/test_notes.py", broken.replace("== 2", "== 1"))))
+    server.answer(files_answer(("notes.py", NOTES + "\n\ndef count():\n    return 0\n")))
+    del env["GEMINI_API_KEY"]
+    (workspace / ".env").write_text(f"OPENAI_BASE_URL={server.base}\nOPENAI_MODEL={LLAMA_CPP}\n")
+    done = run_fallback(workspace, env, "--iterations", "3")
+    assert [o.split(":")[0] for o in outcomes(workspace)] == ["rolled back", "landed", "landed"], done.stdout
+    first, second, third = (chat["body"]["messages"][-1]["content"] for chat in server.chats())
+    assert "# Your last answer, rolled back" not in first and "# Your last answer, rolled back" not in third
+    shown = second.split("# Your last answer, rolled back: tests failed\n", 1)[1].split("# Answer format")[0]
+    assert "> E   AssertionError: assert 1 == 2" in shown and f'<file path="tests/test_notes.py">\n{broken}</file>' in shown
+    assert f'<file path="notes.py">\n{NOTES}</file>' in shown and second.endswith(formats.FILES_FORMAT)
+
+
+def test_gemini_asked_for_json_is_never_shown_its_last_answer(workspace, env, gemini):
+    gemini.reply(api.answer([("notes.py", "x = 1\n"), ("tests/test_notes.py", "def test_x():\n    assert 0\n")]))
+    gemini.reply(api.answer([("notes.py", "x = 2\n")]))
+    run_fallback(workspace, env, "--iterations", "2")
+    assert outcomes(workspace)[0].startswith("rolled back") and "# Your last answer" not in gemini.prompts()[1]
+
+
+def test_a_last_answer_is_shown_with_the_files_that_fit_its_room_and_not_at_all_when_none_does():
+    files = [("big.py", "x = 1\n" * 100), ("small.py", "y = 2\n")]
+    shown = formats.mending("tests failed", ["E   assert 0"], files, 400)
+    assert '<file path="small.py">\ny = 2\n</file>' in shown and "big.py" not in shown and len(shown) <= 400
+    assert formats.mending("tests failed", ["E   assert 0"], files, 100) == ""
