@@ -9,7 +9,7 @@ happens. What it tells goes to the keeper's pipe (descriptor FACTS), each line s
 descriptor TOKEN: neither is a module global, the pipe is closed in every program the tests start, and a line
 without the token is someone else's. The plugin also tells where the tests reached into pytest itself: a hook
 outside what a model's conftest.py may implement, a plugin the model's code registered, pytest's own code changed.
-On two cores or more the gate may ask for PARTS processes at once (SECONDS each at most): only a clean pass there
+Each test runs in its own empty temporary folder (its tmp_path) as its current folder. On two cores or more the gate may ask for PARTS processes at once (SECONDS each at most): only a clean pass there
 is told; anything else runs again in this one process, whose verdict counts. Imports only the standard library,
 and pytest when there are tests: nothing of the model's, and nothing of the keeper's.
 """
