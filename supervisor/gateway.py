@@ -123,7 +123,8 @@ class Gateway:
         self.run = Run(model, self.budget(model))
         if self.rolled_back and self.backend.answer_format == "files":
             room = min(self.run.budget // 3, self.run.budget - self.steering - STEERING_ROOM) * CHARS_PER_TOKEN
-            self.run.mending = self.redact(formats.mending(*self.rolled_back, room))
+            shown = formats.mending(*self.rolled_back, room)
+            self.run.mending = "" if scrub.secret_in(shown) else shown  # held to the seed's requests' rule
             self.run.budget -= math.ceil(len(self.run.mending) / CHARS_PER_TOKEN)
         return {"token": self.run.token, "model": model, "budget": self.run.budget}
 

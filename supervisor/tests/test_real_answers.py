@@ -280,6 +280,22 @@ def test_a_local_model_is_shown_its_last_answer_rolled_back_to_mend_it_and_not_a
     assert f'<file path="notes.py">\n{NOTES}</file>' in shown and second.endswith(formats.FILES_FORMAT)
 
 
+def test_a_last_answer_that_carries_a_secret_in_any_form_is_never_shown(workspace, env, servers):
+    """The attack on the section above: a file of the answer rolled back holds the key, base64-encoded."""
+    import base64
+    key = "sk-local-4f9a2c7e1b3d5f8a"
+    server = servers(llama_cpp())
+    leak = f"TOKEN = {base64.b64encode(key.encode()).decode()!r}\n"
+    server.answer(files_answer(("notes.py", leak), ("tests/test_notes.py", "def test_x():\n    assert 0\n")))
+    server.answer(files_answer(("notes.py", "NOTES = []\n")))
+    del env["GEMINI_API_KEY"]
+    (workspace / ".env").write_text(f"OPENAI_BASE_URL={server.base}\nOPENAI_MODEL={LLAMA_CPP}\nOPENAI_API_KEY={key}\n")
+    done = run_fallback(workspace, env, "--iterations", "2")
+    assert [o.split(":")[0] for o in outcomes(workspace)] == ["rolled back", "landed"], done.stdout
+    second = server.chats()[1]["body"]["messages"][-1]["content"]
+    assert "# Your last answer" not in second and base64.b64encode(key.encode()).decode() not in second
+
+
 def test_gemini_asked_for_json_is_never_shown_its_last_answer(workspace, env, gemini):
     gemini.reply(api.answer([("notes.py", "x = 1\n"), ("tests/test_notes.py", "def test_x():\n    assert 0\n")]))
     gemini.reply(api.answer([("notes.py", "x = 2\n")]))
