@@ -135,12 +135,15 @@ def estimate_tokens(body):
     return (texts + len(json.dumps(body.get("generationConfig") or {}))) // CHARS_PER_TOKEN
 
 
-def adapt(request, facts, answer="json", mending=""):
+def adapt(request, facts, answer="json", mending="", warmth=None):
     """The body for a model: what it accepts, in the answer format asked of its backend ("json": the schema, as
     strict JSON mode or folded into the text; "files": formats.FILES_FORMAT, after `mending`, the last answer
-    rolled back), the rest folded into the text; the output limit clamped to the largest a model gives."""
+    rolled back), the rest folded into the text; the output limit clamped to the largest a model gives; the
+    temperature `warmth` unless the request asks one."""
     body = {"contents": copy.deepcopy(request["contents"])}
     config = dict(request.get("generationConfig") or {})
+    if warmth is not None and "temperature" not in config:
+        config["temperature"] = warmth
     if isinstance(config.get("maxOutputTokens"), int):
         config["maxOutputTokens"] = max(1, min(config["maxOutputTokens"], MAX_OUTPUT))
     wants_json = config.get("responseMimeType") == "application/json"

@@ -27,6 +27,7 @@ from .answers import CHARS_PER_TOKEN
 from .console import say, show_phase
 from .scrub import redact
 from .gate import Failure, Verdict
+from .gateway import SAME_FILES
 from .settings import (DRY_SPELL, EX_CONFIG, EX_UNAVAILABLE, FAULT_PAUSE, FULL_GATE_EVERY, NOT_YOURS, SETTLING,
                        SUSPICION, UNDER_WAY, load_json, save_json, write_atomically)
 from .untrusted import Untrusted
@@ -180,9 +181,17 @@ def run_iteration(number, index, timeout, memory, gateway, confinement=""):
     if result.outcome is Outcome.LANDED or isinstance(result.failure, Failure) and run.said["answered"]:
         gateway.recall(*mendable(run, result))
     if run.said["model"] and result.outcome in (Outcome.LANDED, Outcome.NO_CHANGE, Outcome.ROLLED_BACK):
-        streak = gateway.tally(run.said["model"], None if result.outcome is Outcome.LANDED else result.summary)
+        streak = gateway.tally(run.said["model"], came_to(run, result))
         result.stalled = streak or result.stalled
     return result
+
+
+def came_to(run, result):
+    """What an answer came to, for the gateway's tally of a model's answers: None when it landed."""
+    if result.outcome is Outcome.LANDED:
+        return None
+    same = result.outcome is Outcome.NO_CHANGE and run.said["outcome"] == "applied" and not run.said["refused"]
+    return SAME_FILES if same and not run.changes else result.summary
 
 
 def mendable(run, result):

@@ -308,3 +308,27 @@ def test_a_last_answer_is_shown_with_the_files_that_fit_its_room_and_not_at_all_
     shown = formats.mending("tests failed", ["E   assert 0"], files, 400)
     assert '<file path="small.py">\ny = 2\n</file>' in shown and "big.py" not in shown and len(shown) <= 400
     assert formats.mending("tests failed", ["E   assert 0"], files, 100) == ""
+
+
+def test_a_local_model_that_sends_the_same_files_again_is_asked_warmer_each_time(workspace, env, servers):
+    """At 0.2 the 1.5B sent its landed notes.py back unchanged six times running."""
+    server = servers(llama_cpp())
+    for _ in range(4):
+        server.answer(files_answer(("notes.py", NOTES)))
+    server.answer(files_answer(("notes.py", NOTES + "\n\ndef count():\n    return 0\n")))
+    del env["GEMINI_API_KEY"]
+    (workspace / ".env").write_text(f"OPENAI_BASE_URL={server.base}\nOPENAI_MODEL={LLAMA_CPP}\n")
+    done = run_fallback(workspace, env, "--iterations", "5")
+    assert [o.split(":")[0] for o in outcomes(workspace)] == ["landed", "no change", "no change", "no change",
+                                                              "landed"], done.stdout
+    assert [chat["body"]["temperature"] for chat in server.chats()] == [0.2, 0.2, 0.5, 0.8, 1.0]
+
+
+def test_answers_of_the_same_files_are_said_as_such_and_gemini_is_asked_as_the_seed_asks(workspace, env, gemini):
+    same = (workspace / "seed.py").read_text()
+    for _ in range(5):
+        gemini.reply(api.answer([("seed.py", same)]))
+    done = run_fallback(workspace, env, "--iterations", "5")
+    assert "the last 5 answers landed nothing (5 the same files again)" in done.stdout, done.stdout
+    configs = [request["body"].get("generationConfig", {}) for request in gemini.requests]
+    assert len(configs) == 5 and not [config for config in configs if "temperature" in config], configs
