@@ -35,12 +35,13 @@ DONE_LINE = re.compile(r"^\W*done\W*?:\s*(.*)$", re.I | re.M)
 
 def mending(why, lines, files, room):
     """The last answer the gate rolled back, for the next prompt of a model asked for plain text: why, the lines
-    of output that show it, and its files whole, as many as `room` characters take ("" when none does). A small
+    of output that show it, and its files whole (those the lines name first), as many as `room` characters take
+    ("" when none does). A small
     model shown only the error wrote its whole answer anew each time, with new mistakes (bench/real_model.py)."""
-    head = "\n".join([f"# Your last answer, rolled back: {why}", *(f"> {line}" for line in lines),
-                      "Its files, as you wrote them: mend them where the failure shows and send them whole again."])
-    blocks = []
-    for path, text in files:
+    head = "\n".join([f"# Your last answer, rolled back: {why}", *(f"> {line}" for line in lines), "Its files, "
+                      "as you wrote them: mend them where the failure shows, and send every one again, whole."])
+    blocks, named = [], "\n".join(lines)
+    for path, text in sorted(files, key=lambda file: not re.search(rf"(?<![\w/.-]){re.escape(file[0])}\b", named)):
         block = f'<file path="{path}">\n{text.removesuffix(chr(10))}\n</file>'
         if len(head) + sum(len(b) + 1 for b in blocks) + len(block) + 1 <= room:
             blocks.append(block)

@@ -70,7 +70,7 @@ class Run:
         self.calls, self.refused = [], []
         self.salvaged, self.answered, self.problem = "", False, None
         self.planned = {"tasks": [], "done": []}  # the answer's own word: its tasks, the open tasks it finished
-        self.mending = ""  # the last answer rolled back, shown before the answer format (formats.mending)
+        self.mending = None  # the last answer rolled back, to show before the answer format (formats.mending)
         self.over = threading.Event()  # set by close_run: the token stops working, waits end
         self.busy = threading.Condition()
         self.under_way = 0             # requests of the seed being served now
@@ -122,15 +122,14 @@ class Gateway:
 
     def start_run(self, model):
         """A new run on `model`; a run left open before it ends. A backend asked for plain text is shown the last
-        answer rolled back, in at most a third of the prompt, which the seed's budget leaves free for it."""
+        answer rolled back in the room the seed's prompt leaves: its budget keeps a third free for it (less when
+        the person's steering needs it)."""
         if self.run:
             self.run.over.set()
         self.run = Run(model, self.budget(model))
         if self.rolled_back and self.backend.answer_format == "files":
-            room = min(self.run.budget // 3, self.run.budget - self.steering - STEERING_ROOM) * CHARS_PER_TOKEN
-            shown = formats.mending(*self.rolled_back, room)
-            self.run.mending = "" if scrub.secret_in(shown) else shown  # held to the seed's requests' rule
-            self.run.budget -= math.ceil(len(self.run.mending) / CHARS_PER_TOKEN)
+            self.run.mending = self.rolled_back
+            self.run.budget -= max(0, min(self.run.budget // 3, self.run.budget - self.steering - STEERING_ROOM))
         return {"token": self.run.token, "model": model, "budget": self.run.budget}
 
     def recall(self, why=None, lines=(), files=()):
@@ -180,6 +179,15 @@ class Gateway:
         self.tell(line := f"{model}: the last {len(wasted)} answers landed nothing ({kinds}); if this goes on, this "
                           "model may be too small for whole-file answers: try a larger one")
         return line
+
+    def mended(self, run, request, model):
+        """The run's last answer rolled back, as it fits the room the request leaves in the model's budget (besides
+        the answer format), held to the rule of the seed's requests: "" if it carries a secret in any form."""
+        if not run.mending:
+            return ""
+        room = (self.budget(model) - answers.estimate_tokens(request)) * CHARS_PER_TOKEN - len(answers.FILES_FORMAT)
+        shown = formats.mending(*run.mending, room)
+        return "" if scrub.secret_in(shown) else shown
 
     def warmth(self, model):
         """The temperature to ask a model for plain text at after its answers in a row of the same files, or None."""
@@ -356,9 +364,8 @@ class Gateway:
                 raise MovedOn(f"the prompt is over its budget of {self.budget(model):,} tokens now")
             if self.books.requests_today(model) >= self.known.get(model)["rpd"]:  # a retry must not pass the day
                 raise MovedOn("daily quota spent")
-            fits = answers.estimate_tokens(request) + len(run.mending) / CHARS_PER_TOKEN <= self.budget(model)
             body = answers.adapt(request, facts := self.known.get(model), self.backend.answer_format,
-                                 run.mending if fits else "", self.warmth(model))
+                                 self.mended(run, request, model), self.warmth(model))
         self.pace(run, model, math.ceil(answers.estimate_tokens(body) * MARGIN), deadline)
         with self.lock:
             call, day = self.books.count_sent(model)

@@ -276,7 +276,8 @@ def test_a_local_model_is_shown_its_last_answer_rolled_back_to_mend_it_and_not_a
     first, second, third = (chat["body"]["messages"][-1]["content"] for chat in server.chats())
     assert "# Your last answer, rolled back" not in first and "# Your last answer, rolled back" not in third
     shown = second.split("# Your last answer, rolled back: tests failed\n", 1)[1].split("# Answer format")[0]
-    assert "> E   AssertionError: assert 1 == 2" in shown and f'<file path="tests/test_notes.py">\n{broken}</file>' in shown
+    assert "> E   AssertionError: assert 1 == 2" in shown
+    assert f'<file path="tests/test_notes.py">\n{broken}</file>' in shown
     assert f'<file path="notes.py">\n{NOTES}</file>' in shown and second.endswith(formats.FILES_FORMAT)
 
 
@@ -308,6 +309,9 @@ def test_a_last_answer_is_shown_with_the_files_that_fit_its_room_and_not_at_all_
     shown = formats.mending("tests failed", ["E   assert 0"], files, 400)
     assert '<file path="small.py">\ny = 2\n</file>' in shown and "big.py" not in shown and len(shown) <= 400
     assert formats.mending("tests failed", ["E   assert 0"], files, 100) == ""
+    named = formats.mending("tests failed", ["tests/test_a.py:3: in test_a"], [("a.py", "A = 1\n"),
+                                                                               ("tests/test_a.py", "T = 1\n")], 400)
+    assert named.index('<file path="tests/test_a.py">') < named.index('<file path="a.py">')
 
 
 def test_a_local_model_that_sends_the_same_files_again_is_asked_warmer_each_time(workspace, env, servers):
