@@ -18,7 +18,7 @@ import json
 import re
 import signal
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from enum import Enum
 
@@ -62,6 +62,7 @@ class ScoreFailure(str, Enum):
     BROKEN = "evaluate.py failed on this change, and not at the last known-good state"
 
 
+SPACING = "its files differ from the codebase's only in blank lines and spaces at line ends"
 SHAPES = {RunFailure.KILLED: "{} by {}", RunFailure.CRASHED: "{} ({})", ScoreFailure.FELL: "{} from {}"}
 # how a failure and what it says read together (else "kind: what it says")
 RECHECKED = {Failure.IMPORT, Failure.IMPORT_TIMEOUT, Failure.TESTS, Failure.TESTS_TIMEOUT, Failure.TESTS_UNREPORTED}
@@ -114,6 +115,7 @@ class Run:
     changes: list = field(default_factory=list)
     not_landed: list = field(default_factory=list)
     untrusted: str = ""
+    spacing: bool = False  # its changes were blank lines and spaces at line ends only: taken as none
 
     @property
     def asked(self):
@@ -191,7 +193,7 @@ def came_to(run, result):
     if result.outcome is Outcome.LANDED:
         return None
     same = result.outcome is Outcome.NO_CHANGE and run.said["outcome"] == "applied" and not run.said["refused"]
-    return SAME_FILES if same and not run.changes else result.summary
+    return SAME_FILES if same and not result.changes else result.summary  # (spacing only, the changes are none)
 
 
 def mendable(run, result):
@@ -265,6 +267,8 @@ def settle(number, index, start, run, memory):
     """Judge the run and what it left, then land it, roll it back, or wait out the world: the Result."""
     began = time.monotonic()
     failure, detail, output = fault_of(run)
+    if failure is None and run.changes and spacing_only(run.changes, snap.files_of(start), run.files):
+        run = replace(run, changes=[], spacing=True)
     verdict = judged(run, start, index) if failure is None and run.changes else None
     score = None
     if verdict and not verdict.failure:
@@ -283,6 +287,19 @@ def settle(number, index, start, run, memory):
     result.verdict, result.score = verdict, score
     result.gate_seconds = round(time.monotonic() - began, 3) if run.changes and not run.untrusted else None
     return result
+
+
+def spacing_only(changes, before, after):
+    """Whether every change is to a text file that was there, and only in blank lines and spaces at line ends: a
+    small model's "landing" of a blank line (measured: the 1.5B landed notes.py +1 -0 twice)."""
+    def lines(sha):
+        text = snap.object_path(sha).read_bytes().decode("utf-8")
+        return [line.rstrip() for line in text.splitlines() if line.strip()]
+    try:
+        return all(before.get(rel) and after.get(rel) and lines(before[rel]) == lines(after[rel])
+                   for rel, *_ in changes)
+    except UnicodeDecodeError:
+        return False
 
 
 def fault_of(run):
@@ -347,6 +364,7 @@ def settle_run(number, index, start, run, verdict, score):
         result = land(number, index, start, run, verdict, score, base)
     else:
         why = problem.get("why") or said["reason"] or (seed_message(run) if run.code else "") or \
+            SPACING * run.spacing or \
             (f"nothing to apply: {'; '.join(said['refused'])}" if said["refused"] else "")
         result = Result(Outcome.NO_CHANGE, why, why, **base)
     if said["outcome"] == "rejected" and said["reason"]:  # the seed's own compile check put its answer back

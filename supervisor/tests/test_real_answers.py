@@ -336,3 +336,16 @@ def test_answers_of_the_same_files_are_said_as_such_and_gemini_is_asked_as_the_s
     assert "the last 5 answers landed nothing (5 the same files again)" in done.stdout, done.stdout
     configs = [request["body"].get("generationConfig", {}) for request in gemini.requests]
     assert len(configs) == 5 and not [config for config in configs if "temperature" in config], configs
+
+
+def test_a_change_of_blank_lines_and_line_end_spaces_alone_is_no_landing_but_indentation_is(workspace, env, gemini):
+    """The 1.5B 'landed' notes.py +1 -0 twice: a blank line. In Python, indentation is code: it lands."""
+    code = "def add(notes, text):\n    if text:\n        notes.append(text)\n        return notes\n"
+    dedented = code.replace("        return", "    return")  # returns the notes when the text is empty too
+    gemini.reply(api.answer([("notes.py", code)]))
+    gemini.reply(api.answer([("notes.py", code.replace("\n        return", "   \n\n        return") + "\n\n")]))
+    gemini.reply(api.answer([("notes.py", dedented)]))
+    done = run_fallback(workspace, env, "--iterations", "3")
+    assert outcomes(workspace) == ["landed: 1 file(s) changed", "no change: its files differ from the codebase's only "
+                                   "in blank lines and spaces at line ends", "landed: 1 file(s) changed"], done.stdout
+    assert (workspace / "notes.py").read_text() == dedented
