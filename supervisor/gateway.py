@@ -51,10 +51,10 @@ MINUTE_WAITS = 2          # per-minute limits waited out within one request of t
 BACKOFF = 2.0             # seconds before the first retry after a server or network error; doubled, ±50 % jitter
 MAX_WAIT = 180.0          # seconds one request of the seed may wait inside the gateway in all
 STREAK = 5                # answers in a row of one model that landed nothing, after which the console says why
-SAME_FILES = "the same files again"  # what an answer came to whose files were all as they were
+SAME_FILES = "the same files again"  # what an answer came to whose files were as they were, or as last rolled back
 WARMER = (0.5, 0.8, 1.0)  # the temperature a model asked for plain text is asked at after 1, 2, 3 or more answers
                           # in a row of the same files (unless the seed asks one): at 0.2 the 1.5B sent its landed
-                          # notes.py back unchanged six times running
+                          # notes.py back unchanged six times running, and a failing test it was shown, five
 LINGER = 10.0             # seconds close_run waits for a request still under way upstream
 RETRY_LATER = timedelta(minutes=5)  # when to try again after the server stayed busy or out of reach
 GONE_FOR = timedelta(days=1)        # a model that was not found is not asked again before this
@@ -134,9 +134,12 @@ class Gateway:
 
     def recall(self, why=None, lines=(), files=()):
         """Remember the answer the gate rolled back last (why, the output's telling lines, [(path, text)] of its
-        files) for the next run's prompt; with no `why`, forget it (a change landed)."""
+        files) for the next run's prompt; with no `why`, forget it (a change landed). Whether its files are those
+        of the answer remembered before: the model sent back what it was shown, unmended."""
         with self.lock:
+            same = bool(why and self.rolled_back and sorted(files) == sorted(self.rolled_back[2]))
             self.rolled_back = (why, list(lines), list(files)) if why else None
+            return same
 
     def waited(self, token):
         """Seconds the gateway itself waited (pacing, retries) during the run of this token."""

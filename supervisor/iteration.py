@@ -180,20 +180,22 @@ def run_iteration(number, index, timeout, memory, gateway, confinement=""):
     if run.said["answered"] and result.outcome is not Outcome.LANDED:
         result.waste = waste_of(result)
         gateway.record_waste(run.said["model"], result.waste)
+    repeated = False
     if result.outcome is Outcome.LANDED or isinstance(result.failure, Failure) and run.said["answered"]:
-        gateway.recall(*mendable(run, result))
+        repeated = gateway.recall(*mendable(run, result))
     if run.said["model"] and result.outcome in (Outcome.LANDED, Outcome.NO_CHANGE, Outcome.ROLLED_BACK):
-        streak = gateway.tally(run.said["model"], came_to(run, result))
+        streak = gateway.tally(run.said["model"], came_to(run, result, repeated))
         result.stalled = streak or result.stalled
     return result
 
 
-def came_to(run, result):
-    """What an answer came to, for the gateway's tally of a model's answers: None when it landed."""
+def came_to(run, result, repeated):
+    """What an answer came to, for the gateway's tally of a model's answers: None when it landed; SAME_FILES when
+    its files were as they were, or as the answer rolled back before (`repeated`)."""
     if result.outcome is Outcome.LANDED:
         return None
     same = result.outcome is Outcome.NO_CHANGE and run.said["outcome"] == "applied" and not run.said["refused"]
-    return SAME_FILES if same and not result.changes else result.summary  # (spacing only, the changes are none)
+    return SAME_FILES if repeated or same and not result.changes else result.summary  # (spacing only: no changes)
 
 
 def mendable(run, result):

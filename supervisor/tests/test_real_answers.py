@@ -349,3 +349,17 @@ def test_a_change_of_blank_lines_and_line_end_spaces_alone_is_no_landing_but_ind
     assert outcomes(workspace) == ["landed: 1 file(s) changed", "no change: its files differ from the codebase's only "
                                    "in blank lines and spaces at line ends", "landed: 1 file(s) changed"], done.stdout
     assert (workspace / "notes.py").read_text() == dedented
+
+
+def test_a_local_model_that_sends_back_the_files_it_was_shown_unmended_is_asked_warmer(workspace, env, servers):
+    """Shown its failing test, the 1.5B sent it back unchanged five times running at 0.2."""
+    server = servers(llama_cpp())
+    failing = ("tests/test_notes.py", "def test_x():\n    assert 0\n")
+    for _ in range(3):
+        server.answer(files_answer(("notes.py", NOTES), failing))
+    server.answer(files_answer(("notes.py", NOTES)))
+    del env["GEMINI_API_KEY"]
+    (workspace / ".env").write_text(f"OPENAI_BASE_URL={server.base}\nOPENAI_MODEL={LLAMA_CPP}\n")
+    done = run_fallback(workspace, env, "--iterations", "4")
+    assert [o.split(":")[0] for o in outcomes(workspace)] == ["rolled back"] * 3 + ["landed"], done.stdout
+    assert [chat["body"]["temperature"] for chat in server.chats()] == [0.2, 0.2, 0.5, 0.8]
