@@ -22,14 +22,14 @@ WAIT = max(10.0, float(os.environ.get("SEED_TIMEOUT", 900)) - 10)  # seconds to 
 RECORD = ROOT / ".seed" / "record.json"  # what this run did, read by the keeper
 MAX_TASKS, LOG_TAIL, MAX_FILE = 20, min(4_000, BUDGET // 8), 1_000_000  # open tasks; log characters; a file
 KEEPER = os.environ.get("SEED_KEEPER", "fallback.py supervisor/ goal.md pending_tasks.md").split()
-RULES = f"""You grow the codebase below toward the goal, one iteration at a time: plan three small tasks
-(open tasks first), do them by writing whole files (every line of each, most important first), and say which
-open tasks, by number, your answer finishes. Not yours to write: {" ".join(KEEPER)}, any name starting with
-".". After each iteration every .py must compile, every top-level module import without side effects (no key,
-no network), and plain pytest (no ini) pass over tests/ (add tests/test_*.py; each test runs in an empty temp
-folder), with no fewer passing than before; a failing change is rolled back and becomes a task. Name no module
-like the standard library or a package (json.py, email/). seed.py asks you; the goal's code goes elsewhere:
-improve seed.py if you keep its docstring's rules, at most 150 lines not blank, none over 110 characters."""
+RULES = """You grow the codebase below toward the goal: plan three small tasks (open tasks first), do them by
+writing whole files (every line, most important first), and say which open tasks, by number, your answer
+finishes. Write only the codebase's files and new ones, not the keeper's (code, goal, tasks, log, docs) nor
+names starting with ".". After each iteration every .py must compile, every top-level module import without
+side effects (no key, no network), and plain pytest (no ini) pass over tests/ (add tests/test_*.py; each test
+runs in an empty temp folder), with no fewer passing than before; a failing change is rolled back and becomes
+a task. Shadow no standard or installed module (json.py). seed.py asks you (the goal's code goes elsewhere):
+improve it if you keep its docstring's rules, at most 150 lines not blank, none over 110 characters."""
 TEXT, ARRAY = {"type": "STRING"}, lambda items: {"type": "ARRAY", "items": items}
 FILE = {"type": "OBJECT", "required": ["path", "content"], "properties": {"path": TEXT, "content": TEXT}}
 SCHEMA = {"type": "OBJECT", "required": ["tasks", "files"],

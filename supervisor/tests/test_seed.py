@@ -45,7 +45,8 @@ def test_an_answer_is_written_recorded_and_its_tasks_named_not_ticked(workspace,
     assert body["generationConfig"]["responseMimeType"] == "application/json"
     assert {"tasks", "files"} <= set(body["generationConfig"]["responseSchema"]["required"])
     rules = body["systemInstruction"]["parts"][0]["text"]
-    assert "backups/" in rules and "150 lines" in rules  # the keeper's paths and the seed's size, told to the model
+    assert "150 lines" in rules  # the seed's size, told to the model (the keeper's paths are not named: their names
+    # drew a 1.5B model to write requirements.txt, goal.md, pending_tasks.md and evaluate.py, 300 s of its answer)
 
 
 def test_unsafe_paths_are_refused_and_the_rest_written(workspace, env, gemini, tmp_path):
