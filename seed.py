@@ -26,8 +26,8 @@ RULES = """You grow the codebase below toward the goal: plan three small tasks (
 writing whole files (every line, most important first), and say which open tasks, by number, your answer
 finishes. Write only the codebase's files and new ones, not the keeper's (code, goal, tasks, log, docs) nor
 names starting with ".". After each iteration every .py must compile, every top-level module import without
-side effects (no key, no network), and plain pytest (no ini) pass over tests/ (add tests/test_*.py; each test
-runs in an empty temp folder), with no fewer passing than before; a failing change is rolled back and becomes
+side effects (no key, no network), and plain pytest (no ini) pass over tests/ (add tests/test_*.py; a test's
+new files go to a temp folder), with no fewer passing than before; a failing change is rolled back and becomes
 a task. Shadow no standard or installed module (json.py). seed.py asks you (the goal's code goes elsewhere):
 improve it if you keep its docstring's rules, at most 150 lines not blank, none over 110 characters."""
 TEXT, ARRAY = {"type": "STRING"}, lambda items: {"type": "ARRAY", "items": items}

@@ -9,7 +9,7 @@ happens. What it tells goes to the keeper's pipe (descriptor FACTS), each line s
 descriptor TOKEN: neither is a module global, the pipe is closed in every program the tests start, and a line
 without the token is someone else's. The plugin also tells where the tests reached into pytest itself: a hook
 outside what a model's conftest.py may implement, a plugin the model's code registered, pytest's own code changed.
-Each test runs in its own empty temporary folder (its tmp_path) as its current folder. On two cores or more the gate may ask for PARTS processes at once (SECONDS each at most): only a clean pass there
+Each test runs in a temporary folder of its own that links to the copy's top-level entries. On two cores or more the gate may ask for PARTS processes at once (SECONDS each at most): only a clean pass there
 is told; anything else runs again in this one process, whose verdict counts. Imports only the standard library,
 and pytest when there are tests: nothing of the model's, and nothing of the keeper's.
 """
@@ -132,10 +132,14 @@ def keeper(root, tell, pristine):
 
     class Keeper:
         @pytest.fixture(autouse=True)
-        def keeper_folder(self, tmp_path):
-            """Each test runs in its own empty temporary folder (its tmp_path): a test that writes notes.json where
-            it stands writes there, not in the read-only copy (small models' tests do)."""
-            os.chdir(tmp_path)
+        def keeper_folder(self, tmp_path_factory):
+            """Each test runs in a temporary folder of its own holding a link to each top-level entry of the copy:
+            what it reads where it stands is the codebase's, and a new file it writes there (notes.json: small
+            models' tests do) is its own, not refused by the read-only copy."""
+            folder = tmp_path_factory.mktemp("here")
+            for name in os.listdir(root):
+                os.symlink(os.path.join(root, name), folder / name)
+            os.chdir(folder)
             yield
             os.chdir(root)
 

@@ -220,13 +220,18 @@ def test_add_saves_a_note_where_the_test_stands():
         assert saved.read() == '["one", "two"]'
 
 
-def test_each_test_starts_in_an_empty_folder():
+def test_each_test_has_a_folder_of_its_own():
     assert add("three") == 1
+
+
+def test_the_codebase_reads_where_the_test_stands():
+    assert open("notes.py").read().startswith("import json")
 '''
 
 
 def test_a_test_that_writes_a_file_where_it_stands_writes_in_its_own_temporary_folder(workspace, env, gemini):
-    """Qwen2.5-Coder's tests write notes.json in the current folder: it was the read-only copy, and they failed."""
+    """Qwen2.5-Coder's tests write notes.json in the current folder: it was the read-only copy, and they failed.
+    What a test reads there by a relative path is still the codebase's (a grown codebase's tests may)."""
     gemini.reply(api.answer([("notes.py", NOTES), ("tests/test_notes.py", NOTES_TEST)]))
     done = run_fallback(workspace, env, "--iterations", "1")
     assert outcomes(workspace) == ["landed: 2 file(s) changed"], done.stdout
