@@ -16,7 +16,9 @@ and pytest when there are tests: nothing of the model's, and nothing of the keep
 import json
 import os
 import sys
+import tempfile
 import types
+from pathlib import Path
 
 CONFTEST_HOOKS = frozenset({"pytest_addoption", "pytest_assertrepr_compare"})  # a model's conftest.py may implement
 # these of pytest's hooks, undecorated: they add options and explain a failed assert, and change nothing collected,
@@ -136,12 +138,12 @@ def keeper(root, tell, pristine):
             """Each test runs in a temporary folder of its own holding a link to each top-level entry of the copy:
             what it reads where it stands is the codebase's, and a new file it writes there (notes.json: small
             models' tests do) is its own, not refused by the read-only copy."""
-            folder = tmp_path_factory.mktemp("here")
+            folder = Path(tempfile.mkdtemp(prefix="here", dir=tmp_path_factory.getbasetemp()))
             for name in os.listdir(root):
                 os.symlink(os.path.join(root, name), folder / name)
             os.chdir(folder)
             yield
-            os.chdir(root)
+            os.chdir(root)  # (the gate empties the temporary folder, links and all, when the checks end)
 
         @pytest.hookimpl(trylast=True)
         def pytest_collection_finish(self, session):

@@ -64,8 +64,7 @@ def sync_work(here=None):
     here = manifest(ROOT) if here is None else here
     edits = {sha: (ROOT / rel).read_bytes() for rel, sha in here.items() if not has_object(sha)}  # not yet snapshotted
     mirror(WORK, {**here, **provided}, {**edits, **{provided[rel]: data for rel, data in blobs.items()}})
-    untrusted.wipe(SCRATCH)
-    SCRATCH.mkdir(parents=True)
+    empty_scratch()
 
 
 def mirror(tree, wanted, blobs=None):
@@ -190,7 +189,13 @@ def judged_copy(files, with_contract=False):
     blobs = {rel: (ROOT / rel).read_bytes() for rel in support if (ROOT / rel).is_file()}
     support = {rel: hashlib.sha256(data).hexdigest() for rel, data in blobs.items()}
     mirror(JUDGED, {**files, **support}, {support[rel]: data for rel, data in blobs.items()})
-    untrusted.wipe(SCRATCH)  # what the seed's run left in its temporary folder is not the gate's
+    empty_scratch()  # what the seed's run left in its temporary folder is not the gate's
+
+
+def empty_scratch():
+    """Empty the runs' temporary folder: before a run, before the gate's checks, and after them (what the tests
+    left there, the keeper's links of each test's folder among it, is not kept: the verdict came by the pipe)."""
+    untrusted.wipe(SCRATCH)
     SCRATCH.mkdir(parents=True)
 
 
