@@ -31,7 +31,8 @@ from .snapshots import Reader, fork_store
 from .terrarium import LOG_SHOWN
 from .untrusted import Untrusted
 
-VOLATILE = re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d(?::\d\d(?:\.\d+)?)?|\b\d+\.\d+ ?s\b")  # times, seconds taken
+VOLATILE = re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d(?::\d\d(?:\.\d+)?)?|\b\d+\.\d+ ?s\b|(?<= at )0x[0-9a-f]{6,}\b")
+# times, seconds taken, and where an object was in memory ("<function add at 0x7f2a...>" in a failing test's output)
 KEEPER_EXTRAS = [".env.example", ".gitignore"]  # besides settings.KEEPER: never .env, which holds the key
 CACHES = shutil.ignore_patterns("__pycache__", ".pytest_cache", "*.pyc")
 POLL = 0.2  # seconds between looks at the replay's record for rows to compare

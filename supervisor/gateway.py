@@ -91,6 +91,8 @@ class Gateway:
         self.run, self.stopped, self.server, self.url, self.steering = None, None, None, None, 0
         self.wasted = {}  # model -> why each of its answers in a row landed nothing
         self.rolled_back = None  # (why, lines, [(path, text)]) of the last answer the gate rolled back, or None
+        self.mends = backend.answer_format == "files"  # a model asked for plain text is shown its last answer rolled
+        # back, and asked warmer after the same files (a replay of such a run too, so its prompts are the record's)
 
     # --- the keeper's side ----------------------------------------------------------------------
     def start(self):
@@ -121,15 +123,11 @@ class Gateway:
             return self.summarise(hindrances)
 
     def start_run(self, model):
-        """A new run on `model`; a run left open before it ends. A backend asked for plain text is shown the last
-        answer rolled back in the room the seed's prompt leaves: its budget keeps a third free for it (less when
-        the person's steering needs it)."""
+        """A new run on `model`; a run left open before it ends."""
         if self.run:
             self.run.over.set()
         self.run = Run(model, self.budget(model))
-        if self.rolled_back and self.backend.answer_format == "files":
-            self.run.mending = self.rolled_back
-            self.run.budget -= max(0, min(self.run.budget // 3, self.run.budget - self.steering - STEERING_ROOM))
+        self.run.mending = self.rolled_back if self.mends else None
         return {"token": self.run.token, "model": model, "budget": self.run.budget}
 
     def recall(self, why=None, lines=(), files=()):
@@ -184,8 +182,9 @@ class Gateway:
         return line
 
     def mended(self, run, request, model):
-        """The run's last answer rolled back, as it fits the room the request leaves in the model's budget (besides
-        the answer format), held to the rule of the seed's requests: "" if it carries a secret in any form."""
+        """The run's last answer rolled back, as it fits the room the seed's request leaves in the model's budget
+        (besides the answer format: a replay, given the record's budget and request, shows the same), held to the
+        rule of the seed's requests: "" if it carries a secret in any form."""
         if not run.mending:
             return ""
         room = (self.budget(model) - answers.estimate_tokens(request)) * CHARS_PER_TOKEN - len(answers.FILES_FORMAT)
@@ -195,7 +194,7 @@ class Gateway:
     def warmth(self, model):
         """The temperature to ask a model for plain text at after its answers in a row of the same files, or None."""
         repeats = len(list(itertools.takewhile(SAME_FILES.__eq__, reversed(self.wasted.get(model, [])))))
-        return WARMER[min(repeats, len(WARMER)) - 1] if repeats and self.backend.answer_format == "files" else None
+        return WARMER[min(repeats, len(WARMER)) - 1] if repeats and self.mends else None
 
     # --- which model, and when ------------------------------------------------------------------
     def budget(self, model):

@@ -20,7 +20,7 @@ from pathlib import Path
 from . import record
 from .scrub import redact
 from .journal import LOG_HEAD, section_of
-from .openai_compatible import as_gemini
+from .openai_compatible import as_chat, as_gemini
 from .outcomes import TAPE, Kind, Outcome
 from .settings import LOG, PROMPT_TOKENS, write_atomically
 
@@ -72,6 +72,7 @@ class Replay:
         starts = [row for row in runs if row["first"] == first]
         self.first_log = runs[0]["log"] if runs and isinstance(runs[0]["log"], str) else None
         self.answer_format = ((starts[-1] if starts else {}).get("settings") or {}).get("answer format", "json")
+        self.chat = bool(starts) and starts[-1]["backend"] == "OpenAICompatible"  # its requests were chats
         self.models = (starts[-1]["models"] if starts else None) or \
             list(dict.fromkeys(row["model"] for row in record.iterations(root, light=True) if row["model"]))
         self.limits = ",".join(f"{model}={UNPACED}" for model in self.models)
@@ -121,8 +122,8 @@ class Replay:
         request = self.now["answers"].pop(0) if self.now["answers"] else None
         found = record.exchange(self.root, request, self.decoded) if request else None
         received = (found or {}).get("answer") or b""
-        if getattr(TAPE, "exchanges", None) is not None:
-            TAPE.exchanges.append((json.dumps(body).encode(), received))
+        if getattr(TAPE, "exchanges", None) is not None:  # kept in the shape the recorded run sent it
+            TAPE.exchanges.append((json.dumps(as_chat(body, model, 0, facts) if self.chat else body).encode(), received))
         try:
             answer = json.loads(received)
         except ValueError:

@@ -379,3 +379,21 @@ def test_the_rules_name_none_of_the_keepers_files(workspace, env, gemini):
     named = [name for name in ("requirements.txt", "goal.md", "pending_tasks.md", "evaluate.py", "fallback.py",
                                "README.md", "backups/") if name in rules]
     assert not named and "not the keeper's" in rules, rules
+
+
+def test_a_local_run_that_mended_an_answer_replays_the_same(workspace, env, servers):
+    """A replay of a server's run is compared as that server was asked (a chat, the rules first), and shows the
+    answer rolled back as the run did: given the record's budget and the same request, the same room."""
+    server = servers(llama_cpp())
+    broken = "import notes\n\n\ndef test_add():\n    assert notes.add('x') == 2\n"
+    server.answer(files_answer(("notes.py", NOTES), ("tests/test_notes.py", broken)))
+    server.answer(files_answer(("notes.py", NOTES), ("tests/test_notes.py", broken)))
+    server.answer(files_answer(("notes.py", NOTES), ("tests/test_notes.py", broken.replace("== 2", "== 1"))))
+    del env["GEMINI_API_KEY"]
+    (workspace / ".env").write_text(f"OPENAI_BASE_URL={server.base}\nOPENAI_MODEL={LLAMA_CPP}\n")
+    done = run_fallback(workspace, env, "--iterations", "3")
+    assert [o.split(":")[0] for o in outcomes(workspace)] == ["rolled back", "rolled back", "landed"], done.stdout
+    assert "# Your last answer, rolled back" in server.chats()[1]["body"]["messages"][-1]["content"]
+    replayed = run_fallback(workspace, env, "--replay")
+    assert "all 3 iteration(s) replayed the same (0 skipped)" in replayed.stdout, replayed.stdout + replayed.stderr
+    assert len(server.chats()) == 3  # every answer came from the record
