@@ -9,8 +9,9 @@ happens. What it tells goes to the keeper's pipe (descriptor FACTS), each line s
 descriptor TOKEN: neither is a module global, the pipe is closed in every program the tests start, and a line
 without the token is someone else's. The plugin also tells where the tests reached into pytest itself: a hook
 outside what a model's conftest.py may implement, a plugin the model's code registered, pytest's own code changed.
-Each test runs in a temporary folder of its own that links to the copy's top-level entries. On two cores or more the gate may ask for PARTS processes at once (SECONDS each at most): only a clean pass there
-is told; anything else runs again in this one process, whose verdict counts. Imports only the standard library,
+Each test runs in a temporary folder of its own that links to the copy's top-level entries. On two cores or more
+the gate may ask for PARTS processes at once (SECONDS each at most): only a clean pass there is told; anything else
+runs again in this one process, whose verdict counts. Imports only the standard library,
 and pytest when there are tests: nothing of the model's, and nothing of the keeper's.
 """
 import json
@@ -18,7 +19,6 @@ import os
 import sys
 import tempfile
 import types
-from pathlib import Path
 
 CONFTEST_HOOKS = frozenset({"pytest_addoption", "pytest_assertrepr_compare"})  # a model's conftest.py may implement
 # these of pytest's hooks, undecorated: they add options and explain a failed assert, and change nothing collected,
@@ -27,6 +27,7 @@ SHAPES = [{"imported"}, {"collected"}, {"test", "when", "outcome"}, {"finished"}
 TYPES = {"imported": bool, "collected": list, "test": str, "when": str, "outcome": str, "finished": int,
          "tampered": str, "said": str}
 IMPORT_FAILED = 97
+HERE = "keeper-here-"  # how the folders each test runs in are named, in the run's temporary folder
 PYTEST_OWN = ("_pytest", "pytest", "pluggy")  # the packages whose code is pytest's own
 
 
@@ -134,16 +135,19 @@ def keeper(root, tell, pristine):
 
     class Keeper:
         @pytest.fixture(autouse=True)
-        def keeper_folder(self, tmp_path_factory):
+        def keeper_folder(self):
             """Each test runs in a temporary folder of its own holding a link to each top-level entry of the copy:
             what it reads where it stands is the codebase's, and a new file it writes there (notes.json: small
-            models' tests do) is its own, not refused by the read-only copy."""
-            folder = Path(tempfile.mkdtemp(prefix="here", dir=tmp_path_factory.getbasetemp()))
-            for name in os.listdir(root):
-                os.symlink(os.path.join(root, name), folder / name)
+            models' tests do) is its own, not refused by the read-only copy. The links go with the test (and the
+            gate takes away those of a test whose process ended first: unlink_folders)."""
+            folder = tempfile.mkdtemp(prefix=HERE)  # in the run's temporary folder (TMPDIR)
+            links = [os.path.join(folder, name) for name in os.listdir(root)]
+            for link in links:
+                os.symlink(os.path.join(root, os.path.basename(link)), link)
             os.chdir(folder)
             yield
-            os.chdir(root)  # (the gate empties the temporary folder, links and all, when the checks end)
+            os.chdir(root)
+            unlink_folder(folder, links)
 
         @pytest.hookimpl(trylast=True)
         def pytest_collection_finish(self, session):
@@ -216,6 +220,35 @@ class Audit:
         if finding not in self.told:
             self.told.add(finding)
             self.tell(tampered=finding)
+
+
+def unlink_folders(temp):
+    """Take away the links in every test's folder in the temporary folder `temp` (the gate does, when its checks
+    have ended: a test whose process ended early left its own), never following one (the tests wrote there)."""
+    try:
+        top = os.open(temp, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return
+    try:
+        for name in [entry.name for entry in os.scandir(top) if entry.name.startswith(HERE)]:
+            try:
+                fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=top)
+            except OSError:
+                continue
+            try:
+                for entry in os.scandir(fd):
+                    if entry.is_symlink():
+                        os.unlink(entry.name, dir_fd=fd)
+            finally:
+                os.close(fd)
+    finally:
+        os.close(top)
+
+
+def unlink_folder(folder, links):
+    for link in links:
+        if os.path.islink(link):
+            os.unlink(link)
 
 
 def source_of(function):

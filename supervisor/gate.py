@@ -38,11 +38,11 @@ from pathlib import Path
 from typing import NamedTuple
 
 from . import selection, source
-from .check import signed, token_pipe
+from .check import signed, token_pipe, unlink_folders
 from .console import show_phase
-from .settings import CONTRACT, GATE_TIMEOUT, JUDGED, PARALLEL_FROM, ROOT
+from .settings import CONTRACT, GATE_TIMEOUT, JUDGED, PARALLEL_FROM, ROOT, SCRATCH
 from .snapshots import object_path
-from .terrarium import clean_env, empty_scratch, judged_copy, policy, run_bounded
+from .terrarium import clean_env, judged_copy, policy, run_bounded
 
 CHECK = Path(__file__).with_name("check.py")  # the child's program, run by its path
 EVERY_TEST = "all test files"  # what a gate ran: these, or how many of the test files
@@ -146,7 +146,7 @@ def run_checks(files, contract, changes=None, split=False):
         [sys.executable, "-P", str(CHECK), str(JUDGED), str(facts), str(token), str(parts), str(GATE_TIMEOUT // 2),
          *modules, "--", *tests], clean_env(GEMINI_API_BASE="http://127.0.0.1:9", PYTEST_DISABLE_PLUGIN_AUTOLOAD="1"),
         GATE_TIMEOUT + GATE_TIMEOUT // 2 * (parts > 1), rules, cwd=JUDGED, pass_fds=(facts, token)))
-    empty_scratch()
+    unlink_folders(SCRATCH)
     output = output.replace(f"{JUDGED}/", "")  # paths as the model knows them: a small model wrote .seed/judged/...
     # the one process that judges what did not pass in parts has the gate's whole time
     which = EVERY_TEST if len(tests) == len(every) + len(contract) else \

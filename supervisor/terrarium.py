@@ -193,8 +193,7 @@ def judged_copy(files, with_contract=False):
 
 
 def empty_scratch():
-    """Empty the runs' temporary folder: before a run, before the gate's checks, and after them (what the tests
-    left there, the keeper's links of each test's folder among it, is not kept: the verdict came by the pipe)."""
+    """Empty the runs' temporary folder: before a run, and before the gate's checks."""
     untrusted.wipe(SCRATCH)
     SCRATCH.mkdir(parents=True)
 

@@ -351,8 +351,8 @@ def test_a_change_of_blank_lines_and_line_end_spaces_alone_is_no_landing_but_ind
     gemini.reply(api.answer([("notes.py", code.replace("\n        return", "   \n\n        return") + "\n\n")]))
     gemini.reply(api.answer([("notes.py", dedented)]))
     done = run_fallback(workspace, env, "--iterations", "3")
-    assert outcomes(workspace) == ["landed: 1 file(s) changed", "no change: its files differ from the codebase's only "
-                                   "in blank lines and spaces at line ends", "landed: 1 file(s) changed"], done.stdout
+    assert outcomes(workspace) == ["landed: 1 file(s) changed", "no change: its Python files differ from the codebase's "
+                                   "only in blank lines and spaces at line ends", "landed: 1 file(s) changed"], done.stdout
     assert (workspace / "notes.py").read_text() == dedented
 
 
