@@ -148,6 +148,7 @@ def run_checks(files, contract, changes=None, split=False):
         GATE_TIMEOUT + GATE_TIMEOUT // 2 * (parts > 1), rules, cwd=JUDGED, pass_fds=(facts, token)))
     unlink_folders(SCRATCH)
     output = output.replace(f"{JUDGED}/", "")  # paths as the model knows them: a small model wrote .seed/judged/...
+    output = source.import_hints(output, files)
     # the one process that judges what did not pass in parts has the gate's whole time
     which = EVERY_TEST if len(tests) == len(every) + len(contract) else \
         f"{len(tests)} of {len(every)} test files, those this change can affect"

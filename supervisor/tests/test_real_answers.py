@@ -397,3 +397,12 @@ def test_a_local_run_that_mended_an_answer_replays_the_same(workspace, env, serv
     replayed = run_fallback(workspace, env, "--replay")
     assert "all 3 iteration(s) replayed the same (0 skipped)" in replayed.stdout, replayed.stdout + replayed.stderr
     assert len(server.chats()) == 3  # every answer came from the record
+
+
+def test_a_name_of_the_codebase_used_without_its_import_is_told_where_it_is(workspace, env, gemini):
+    """The 1.5B's tests called add_note, defined in notes.py, without importing it, three iterations running."""
+    test = "def test_add_note():\n    assert add_note('hi') == 1\n"
+    gemini.reply(api.answer([("notes.py", "def add_note(text):\n    return 1\n"), ("tests/test_notes.py", test)]))
+    run_fallback(workspace, env, "--iterations", "1")
+    assert "> E   NameError: name 'add_note' is not defined. Did you forget 'from notes import add_note'?\n" in \
+        (workspace / "pending_tasks.md").read_text()
