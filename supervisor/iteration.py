@@ -62,7 +62,7 @@ class ScoreFailure(str, Enum):
     BROKEN = "evaluate.py failed on this change, and not at the last known-good state"
 
 
-SPACING = "its Python files differ from the codebase's only in blank lines and spaces at line ends"
+SPACING = "its files differ from the codebase's only in blank lines and spaces (at line ends in Python, at the end in others)"
 SHAPES = {RunFailure.KILLED: "{} by {}", RunFailure.CRASHED: "{} ({})", ScoreFailure.FELL: "{} from {}"}
 # how a failure and what it says read together (else "kind: what it says")
 RECHECKED = {Failure.IMPORT, Failure.IMPORT_TIMEOUT, Failure.TESTS, Failure.TESTS_TIMEOUT, Failure.TESTS_UNREPORTED}
@@ -292,15 +292,18 @@ def settle(number, index, start, run, memory):
 
 
 def spacing_only(changes, before, after):
-    """Whether every change is to a Python file that was there, and only in blank lines and spaces at line ends (in a
-    data file or Markdown they can mean something): a small model's "landing" of a blank line (measured: the 1.5B
-    landed notes.py +1 -0 twice)."""
-    def lines(sha):
-        text = snap.object_path(sha).read_bytes().decode("utf-8")
-        return [line.rstrip() for line in text.splitlines() if line.strip()]
+    """Whether every change is to a text file that was there, and only in whitespace that means nothing: blank lines
+    and spaces at line ends in a Python file, the end of any other (in data or Markdown, spaces at a line's end can
+    mean something). A small model's "landing" of a blank line: the 1.5B landed notes.py +1 -0 four times."""
+    def text(sha):
+        return snap.object_path(sha).read_bytes().decode("utf-8")
+
+    def meaning(rel, sha):
+        return [line.rstrip() for line in text(sha).splitlines() if line.strip()] if rel.endswith(".py") \
+            else text(sha).rstrip()
     try:
-        return all(rel.endswith(".py") and before.get(rel) and after.get(rel)
-                   and lines(before[rel]) == lines(after[rel]) for rel, *_ in changes)
+        return all(before.get(rel) and after.get(rel) and meaning(rel, before[rel]) == meaning(rel, after[rel])
+                   for rel, *_ in changes)
     except UnicodeDecodeError:
         return False
 

@@ -344,15 +344,19 @@ def test_answers_of_the_same_files_are_said_as_such_and_gemini_is_asked_as_the_s
 
 
 def test_a_change_of_blank_lines_and_line_end_spaces_alone_is_no_landing_but_indentation_is(workspace, env, gemini):
-    """The 1.5B 'landed' notes.py +1 -0 twice: a blank line. In Python, indentation is code: it lands."""
+    """The 1.5B "landed" notes.py +1 -0 and notes.json +1 -0 four times. Indentation is code, and a Markdown line break
+    is meaning: they land."""
     code = "def add(notes, text):\n    if text:\n        notes.append(text)\n        return notes\n"
     dedented = code.replace("        return", "    return")  # returns the notes when the text is empty too
-    gemini.reply(api.answer([("notes.py", code)]))
-    gemini.reply(api.answer([("notes.py", code.replace("\n        return", "   \n\n        return") + "\n\n")]))
+    gemini.reply(api.answer([("notes.py", code), ("notes.json", "[]"), ("notes.md", "a  \nb\n")]))
+    gemini.reply(api.answer([("notes.py", code.replace("\n        return", "   \n\n        return") + "\n\n"),
+                             ("notes.json", "[]\n")]))
+    gemini.reply(api.answer([("notes.md", "a\nb\n")]))  # a Markdown line break taken out: it lands
     gemini.reply(api.answer([("notes.py", dedented)]))
-    done = run_fallback(workspace, env, "--iterations", "3")
-    assert outcomes(workspace) == ["landed: 1 file(s) changed", "no change: its Python files differ from the codebase's "
-                                   "only in blank lines and spaces at line ends", "landed: 1 file(s) changed"], done.stdout
+    done = run_fallback(workspace, env, "--iterations", "4")
+    assert outcomes(workspace) == ["landed: 3 file(s) changed", "no change: its files differ from the codebase's only "
+                                   "in blank lines and spaces (at line ends in Python, at the end in others)",
+                                   "landed: 1 file(s) changed", "landed: 1 file(s) changed"], done.stdout
     assert (workspace / "notes.py").read_text() == dedented
 
 
