@@ -24,7 +24,8 @@ finishes (or none), then every file you write, whole, as the codebase above show
 Done: 1
 <file path="{PLACEHOLDER}">
 the complete new text of the file, as it is (no escaping, no Markdown fence)
-</file>"""
+</file>
+A test file imports what it tests from its module (from app import add) and every module it uses (import json)."""
 FILE_TAG = re.compile(r"""<file\s+path\s*=\s*["']([^"'\n<>]{1,500})["']\s*>""")
 CLOSE_TAG = "</file>"
 FENCE = re.compile(r"^```[^\n`]*\n(.*?)^```[ \t]*$", re.M | re.S)
