@@ -25,7 +25,7 @@ Done: 1
 <file path="{PLACEHOLDER}">
 the complete new text of the file, as it is (no escaping, no Markdown fence)
 </file>
-A test file imports what it tests from its module (from app import add) and every module it uses (import json)."""
+A test file imports what it tests from the module that defines it, and imports every module it uses."""
 FILE_TAG = re.compile(r"""<file\s+path\s*=\s*["']([^"'\n<>]{1,500})["']\s*>""")
 CLOSE_TAG = "</file>"
 FENCE = re.compile(r"^```[^\n`]*\n(.*?)^```[ \t]*$", re.M | re.S)

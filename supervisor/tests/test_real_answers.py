@@ -238,29 +238,6 @@ def test_a_test_that_writes_a_file_where_it_stands_writes_in_its_own_temporary_f
     assert not (workspace / "notes.json").exists() and not (workspace / ".seed" / "judged" / "notes.json").exists()
 
 
-def test_a_failing_tests_task_shows_the_tests_line_and_error_not_the_standard_librarys_frames(workspace, env, gemini):
-    """The 1.5B's test patched datetime.now: its task was twelve lines of unittest.mock's frames, its own cut off."""
-    test = "import json\n\n\ndef test_reads_the_notes():\n    assert json.loads('{\"notes\": [1, 2,]}')\n"
-    gemini.reply(api.answer([("notes.py", "NOTES = []\n"), ("tests/test_notes.py", test)]))
-    run_fallback(workspace, env, "--iterations", "1")
-    tasks = (workspace / "pending_tasks.md").read_text()
-    detail = [line.removeprefix("      > ") for line in tasks.splitlines() if line.startswith("      > ")]
-    assert any("_ test_reads_the_notes _" in line for line in detail), detail
-    assert "tests/test_notes.py:5: in test_reads_the_notes" in detail, detail
-    assert any(line.startswith("E   json.decoder.JSONDecodeError: ") for line in detail), detail
-    assert not [line for line in detail if "python3" in line or re.fullmatch(r"\s*\^+", line)], detail
-    assert "tests/test_notes.py:5: in test_reads_the_notes" in run_fallback(workspace, env, "--show", "1").stdout
-
-
-def test_a_standard_module_used_without_its_import_is_named_as_python_3_12_names_it(workspace, env, gemini):
-    """The 1.5B used json in its test without importing it, four iterations running, told only the bare NameError."""
-    test = "def test_notes_are_json():\n    assert json.loads('[]') == []\n"
-    gemini.reply(api.answer([("notes.py", "NOTES = []\n"), ("tests/test_notes.py", test)]))
-    run_fallback(workspace, env, "--iterations", "1")
-    assert "> E   NameError: name 'json' is not defined. Did you forget to import 'json'?\n" in \
-        (workspace / "pending_tasks.md").read_text()
-
-
 def files_answer(*files):
     return llama_cpp_answer("- a task\nDone: none\n" + "".join(
         f'<file path="{path}">\n{text}</file>\n' for path, text in files))
@@ -302,11 +279,18 @@ def test_a_last_answer_that_carries_a_secret_in_any_form_is_never_shown(workspac
     assert "# Your last answer" not in second and base64.b64encode(key.encode()).decode() not in second
 
 
-def test_gemini_asked_for_json_is_never_shown_its_last_answer(workspace, env, gemini):
+def test_gemini_asked_for_json_is_never_shown_its_last_answer_and_the_rules_name_none_of_the_keepers_files(
+        workspace, env, gemini):
+    """Named in the rules as not the model's, requirements.txt, goal.md, pending_tasks.md and evaluate.py were what
+    the 1.5B wrote first, every run: 3,277 tokens, 300 seconds, cut off."""
     gemini.reply(api.answer([("notes.py", "x = 1\n"), ("tests/test_notes.py", "def test_x():\n    assert 0\n")]))
     gemini.reply(api.answer([("notes.py", "x = 2\n")]))
     run_fallback(workspace, env, "--iterations", "2")
     assert outcomes(workspace)[0].startswith("rolled back") and "# Your last answer" not in gemini.prompts()[1]
+    rules = gemini.requests[0]["body"]["systemInstruction"]["parts"][0]["text"]
+    named = [name for name in ("requirements.txt", "goal.md", "pending_tasks.md", "evaluate.py", "fallback.py",
+                               "README.md", "backups/") if name in rules]
+    assert not named and "not the keeper's" in rules, rules
 
 
 def test_a_last_answer_is_shown_with_the_files_that_fit_its_room_and_not_at_all_when_none_does():
@@ -374,17 +358,6 @@ def test_a_local_model_that_sends_back_the_files_it_was_shown_unmended_is_asked_
     assert [chat["body"]["temperature"] for chat in server.chats()] == [0.2, 0.2, 0.5, 0.8]
 
 
-def test_the_rules_name_none_of_the_keepers_files(workspace, env, gemini):
-    """Named in the rules as not the model's, requirements.txt, goal.md, pending_tasks.md and evaluate.py were what
-    the 1.5B wrote first, every run: 3,277 tokens, 300 seconds, cut off."""
-    gemini.reply(api.answer([("notes.py", "NOTES = []\n")]))
-    run_fallback(workspace, env, "--iterations", "1")
-    rules = gemini.requests[0]["body"]["systemInstruction"]["parts"][0]["text"]
-    named = [name for name in ("requirements.txt", "goal.md", "pending_tasks.md", "evaluate.py", "fallback.py",
-                               "README.md", "backups/") if name in rules]
-    assert not named and "not the keeper's" in rules, rules
-
-
 def test_a_local_run_that_mended_an_answer_replays_the_same(workspace, env, servers):
     """A replay of a server's run is compared as that server was asked (a chat, the rules first), and shows the
     answer rolled back as the run did: given the record's budget and the same request, the same room."""
@@ -403,10 +376,21 @@ def test_a_local_run_that_mended_an_answer_replays_the_same(workspace, env, serv
     assert len(server.chats()) == 3  # every answer came from the record
 
 
-def test_a_name_of_the_codebase_used_without_its_import_is_told_where_it_is(workspace, env, gemini):
-    """The 1.5B's tests called add_note, defined in notes.py, without importing it, three iterations running."""
-    test = "def test_add_note():\n    assert add_note('hi') == 1\n"
-    gemini.reply(api.answer([("notes.py", "def add_note(text):\n    return 1\n"), ("tests/test_notes.py", test)]))
-    run_fallback(workspace, env, "--iterations", "1")
-    assert "> E   NameError: name 'add_note' is not defined. Did you forget 'from notes import add_note'?\n" in \
-        (workspace / "pending_tasks.md").read_text()
+def test_a_failing_tests_task_says_what_a_small_model_needs_to_mend_it(workspace, env, gemini):
+    """The 1.5B's tasks, before: twelve lines of unittest.mock's frames with its own test cut off; a bare NameError
+    for json used without its import (four iterations running); one for add_note, defined in notes.py (three)."""
+    stdlib = "import json\n\n\ndef test_reads_the_notes():\n    assert json.loads('{\"notes\": [1, 2,]}')\n"
+    no_json = "def test_notes_are_json():\n    assert json.loads('[]') == []\n"
+    no_add = "def test_add_note():\n    assert add_note('hi') == 1\n"
+    for test in (stdlib, no_json, no_add):
+        gemini.reply(api.answer([("notes.py", "def add_note(text):\n    return 1\n"), ("tests/test_notes.py", test)]))
+    run_fallback(workspace, env, "--iterations", "3")
+    tasks = (workspace / "pending_tasks.md").read_text().split("\n- [ ] ")[1:]
+    first = [line.removeprefix("      > ") for line in tasks[0].splitlines() if line.startswith("      > ")]
+    assert any("_ test_reads_the_notes _" in line for line in first), first
+    assert "tests/test_notes.py:5: in test_reads_the_notes" in first, first
+    assert any(line.startswith("E   json.decoder.JSONDecodeError: ") for line in first), first
+    assert not [line for line in first if "python3" in line or re.fullmatch(r"\s*\^+", line)], first
+    assert "tests/test_notes.py:5: in test_reads_the_notes" in run_fallback(workspace, env, "--show", "1").stdout
+    assert "> E   NameError: name 'json' is not defined. Did you forget to import 'json'?\n" in tasks[1]
+    assert "> E   NameError: name 'add_note' is not defined. Did you forget 'from notes import add_note'?" in tasks[2]
