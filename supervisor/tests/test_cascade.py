@@ -21,7 +21,7 @@ CODEBASE = [("a.py", "def one():\n    return 1\n"),
                                   "    assert importlib.import_module('c').three() == 3\n"),
             ("tests/test_data.py", "import pathlib\n\n\ndef test_data():\n"  # reads a file
                                    "    assert (pathlib.Path(__file__).parent.parent / 'data.txt').read_text() "
-                                   "in ('ok\\n', 'ok \\n')\n")]
+                                   "in ('ok\\n', 'OK\\n')\n")]
 
 
 def lines_about_tests(root):
@@ -33,7 +33,7 @@ def test_a_change_runs_the_tests_it_can_affect_and_every_test_when_it_must(works
     gemini.reply(api.answer([("a.py", "def one():\n    return 1  # the same\n")]))    # a: test_a, test_b; test_dyn
     gemini.reply(api.answer([("c.py", "def three():\n    return 3  # the same\n")]))  # c: test_c; test_dyn
     gemini.reply(api.answer([("a.py", "def one():\n    return 2\n")]))               # breaks test_a and test_b
-    gemini.reply(api.answer([("data.txt", "ok \n")]))                                  # data: every test
+    gemini.reply(api.answer([("data.txt", "OK\n")]))                                   # data: every test
     gemini.reply(api.answer([("c.py", "def three():\n    return 3  # again\n")]))
     env["SEED_FULL_GATE_EVERY"] = "2"
     done = run_fallback(workspace, env, "--iterations", "6", timeout=180)
