@@ -394,3 +394,18 @@ def test_a_failing_tests_task_says_what_a_small_model_needs_to_mend_it(workspace
     assert "tests/test_notes.py:5: in test_reads_the_notes" in run_fallback(workspace, env, "--show", "1").stdout
     assert "> E   NameError: name 'json' is not defined. Did you forget to import 'json'?\n" in tasks[1]
     assert "> E   NameError: name 'add_note' is not defined. Did you forget 'from notes import add_note'?" in tasks[2]
+
+
+def test_a_link_out_named_as_a_tests_folder_is_never_followed_when_the_gate_takes_the_links_away(
+        workspace, env, gemini, tmp_path):
+    """The attack on the gate's clean-up of each test's folder: a test plants, in its temporary folder, a link by
+    the folders' name to a folder elsewhere holding a link of its own."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "kept").symlink_to(tmp_path)
+    test = ("import os\nimport tempfile\n\n\ndef test_plants():\n    os.symlink("
+            f"{str(elsewhere)!r}, os.path.join(tempfile.gettempdir(), 'keeper-here-planted'))\n")
+    gemini.reply(api.answer([("notes.py", "NOTES = []\n"), ("tests/test_plant.py", test)]))
+    done = run_fallback(workspace, env, "--iterations", "1")
+    assert outcomes(workspace) == ["landed: 2 file(s) changed"], done.stdout
+    assert (elsewhere / "kept").is_symlink()
