@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from .console import describe_changes
 from .scrub import printable, redact
+from .source import NAME_ERROR
 from .settings import (JUDGED, LOG, LOG_BYTES, LOGS_ASIDE, LOGS_KEPT, MAX_FAILURE_TASKS, ROOT, TASK_LINES, TASKS, WORK,
                        stamp, tail_of, utc_now, write_atomically)
 from .settings import source_of  # --goal FILE: the goal.md a run is given
@@ -61,7 +62,7 @@ def telling_lines(output):
 def forgotten_import(line):
     """A NameError of a standard module's name, with the hint Python 3.12 gives it (3.11 does not): a small model
     that used json in a test without importing it did so four times running with the bare error before it."""
-    name = re.fullmatch(r"(E\s+)?NameError: name '(\w+)' is not defined", line.rstrip())
+    name = NAME_ERROR.fullmatch(line.rstrip())
     return f"{line.rstrip()}. Did you forget to import '{name[2]}'?" if name and name[2] in sys.stdlib_module_names \
         else line
 
