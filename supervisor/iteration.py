@@ -206,7 +206,7 @@ def mendable(run, result):
     files = []
     for rel, *_ in run.changes:
         try:
-            files.append((rel, snap.object_path(run.files[rel]).read_bytes().decode("utf-8")))
+            files.append((rel, text_of(run.files[rel])))
         except (KeyError, UnicodeDecodeError):  # deleted, or not text
             continue
     return result.summary, journal.telling_lines(result.output)[-6:], files
@@ -295,17 +295,19 @@ def spacing_only(changes, before, after):
     """Whether every change is to a text file that was there, and only in whitespace that means nothing: blank lines
     and spaces at line ends in a Python file, the end of any other (in data or Markdown, spaces at a line's end can
     mean something). A small model's "landing" of a blank line: the 1.5B landed notes.py +1 -0 four times."""
-    def text(sha):
-        return snap.object_path(sha).read_bytes().decode("utf-8")
-
     def meaning(rel, sha):
-        return [line.rstrip() for line in text(sha).splitlines() if line.strip()] if rel.endswith(".py") \
-            else text(sha).rstrip()
+        return [line.rstrip() for line in text_of(sha).splitlines() if line.strip()] if rel.endswith(".py") \
+            else text_of(sha).rstrip()
     try:
         return all(before.get(rel) and after.get(rel) and meaning(rel, before[rel]) == meaning(rel, after[rel])
                    for rel, *_ in changes)
     except UnicodeDecodeError:
         return False
+
+
+def text_of(sha):
+    """A stored file's text (a UnicodeDecodeError when it is not UTF-8)."""
+    return snap.object_path(sha).read_bytes().decode("utf-8")
 
 
 def fault_of(run):
