@@ -49,10 +49,19 @@ def check_interpreter():
                 "sudo apt install python3.11 python3.11-venv, then the README's set-up with python3.11 for python3)"
                 % sys.version_info[:2])
     missing = [name for name in PACKAGES if importlib.util.find_spec(name) is None]
-    if missing:
-        return "missing Python packages (%s): run  %s -m pip install -r requirements.txt" % (
-            ", ".join("python-dotenv" if name == "dotenv" else name for name in missing), basename(sys.executable))
-    return None
+    if not missing:
+        return None
+    from os.path import isfile, join, relpath  # the folder's virtual environment, if it has one
+    said = "missing Python packages (%s): " % ", ".join("python-dotenv" if n == "dotenv" else n for n in missing)
+    venv = next((join(dirname(realpath(__file__)), name) for name in (".venv", "venv")
+                 if isfile(join(dirname(realpath(__file__)), name, "pyvenv.cfg"))), None)
+    if venv is None:  # the README's set-up (pip into the system's Python fails on Debian and Ubuntu)
+        return said + ("set up the folder's virtual environment:  python3 -m venv .venv && . .venv/bin/activate && "
+                       "pip install -r requirements.txt")
+    if realpath(sys.prefix) != realpath(venv):  # a new shell that did not activate it
+        return said + "this Python is not the folder's virtual environment: run  . %s/bin/activate  first (or  " \
+            "%s/bin/python fallback.py)" % (relpath(venv), relpath(venv))
+    return said + "run  %s -m pip install -r requirements.txt" % basename(sys.executable)
 
 
 UNFIT = check_interpreter()

@@ -69,7 +69,25 @@ def test_a_missing_package_is_one_line_even_for_help(workspace, env, gemini, how
     done = subprocess.run([sys.executable, *how, *args], cwd=workspace, env=env, capture_output=True, text=True,
                           timeout=60)
     one_line_and_nothing_done(done, workspace, gemini, says)
-    assert "-m pip install -r requirements.txt" in done.stderr
+    assert "python3 -m venv .venv && . .venv/bin/activate && pip install -r requirements.txt" in done.stderr
+
+
+def test_a_shell_that_forgot_the_folders_venv_is_told_to_activate_it_and_one_inside_it_to_pip(workspace, env, gemini):
+    """pip into the system's Python fails on Debian and Ubuntu (externally managed): the folder's venv is named."""
+    (workspace / ".venv").mkdir()  # the attack: a folder named .venv that is no virtual environment is not named
+    done = subprocess.run([sys.executable, "-S", "fallback.py", "--help"], cwd=workspace, env=env,
+                          capture_output=True, text=True, timeout=60)
+    one_line_and_nothing_done(done, workspace, gemini, "missing Python packages")
+    assert "python3 -m venv .venv" in done.stderr and "activate  first" not in done.stderr
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", workspace / ".venv"], check=True, timeout=120)
+    done = subprocess.run([sys.executable, "-S", "fallback.py", "--help"], cwd=workspace, env=env,
+                          capture_output=True, text=True, timeout=60)
+    one_line_and_nothing_done(done, workspace, gemini, "not the folder's virtual environment: run  "
+                              ". .venv/bin/activate  first (or  .venv/bin/python fallback.py)")
+    done = subprocess.run([workspace / ".venv" / "bin" / "python", "fallback.py", "--help"], cwd=workspace,
+                          env=env, capture_output=True, text=True, timeout=60)  # inside it: pip is the fix
+    one_line_and_nothing_done(done, workspace, gemini, "missing Python packages (requests, python-dotenv, pytest)")
+    assert "run  python -m pip install -r requirements.txt" in done.stderr, done.stderr
 
 
 # --- 3, 4: the goal, the tasks and .env, each said in one line with where -------------------------
