@@ -15,10 +15,21 @@ known-good snapshot, unless the failure is the world's (the same failure where t
 then the loop waits. Every iteration is logged in iteration_log.md and report.html. The parts live in
 supervisor/; this file is the loop and the command line. Needs Linux or macOS.
 """
-import signal
 import sys
-from os.path import basename, dirname, realpath
 
+# Before any other import: nothing of this folder (where the model's code lands) is imported in place of the standard
+# library, here or in any process started from here. `python fallback.py` puts the folder first on sys.path, and an
+# empty entry of PYTHONPATH ("X=$X:/opt/lib" with X unset) means "the current folder": both go, by their text alone,
+# before `os` may be looked up on the path (python -S has not loaded it yet); then every entry that is this folder by
+# another name. (The names themselves are refused at landing: gate.shadowing.)
+HERE = __file__.rpartition("/")[0] or "."
+sys.path[:] = [p for p in sys.path[1 if __name__ == "__main__" and not getattr(sys.flags, "safe_path", 0) else 0:] if p and p != HERE]
+
+import os  # noqa: E402  (every import comes after the lines above)
+
+sys.path[:] = [p for p in sys.path if os.path.realpath(p) != os.path.dirname(os.path.realpath(__file__))]
+
+import signal  # noqa: E402
 
 INTERRUPTED = "interrupted: nothing is half done that the next start does not finish"  # Ctrl+C before the loop
 
@@ -29,12 +40,8 @@ def stopped_while_loading(*_):
     sys.exit(130)
 
 
-if __name__ == "__main__":  # from the first line: loading the keeper takes a moment a person may press Ctrl+C in
+if __name__ == "__main__":  # from here on: loading the keeper takes a moment a person may press Ctrl+C in
     signal.signal(signal.SIGINT, stopped_while_loading)
-
-# Nothing the model writes is imported in place of the standard library: a json.py of its own in this
-# folder must not shadow the real json, here or in any process started from here (see terrarium.python).
-sys.path[:] = [p for p in sys.path if realpath(p or ".") != dirname(realpath(__file__))]
 
 import importlib.util  # noqa: E402  (every import comes after the line above)
 
@@ -51,7 +58,7 @@ def check_interpreter():
     missing = [name for name in PACKAGES if importlib.util.find_spec(name) is None]
     if not missing:
         return None
-    from os.path import isfile, join, relpath  # the folder's virtual environment, if it has one
+    from os.path import dirname, isfile, join, realpath, relpath  # the folder's virtual environment, if it has one
     said = "missing Python packages (%s): " % ", ".join("python-dotenv" if n == "dotenv" else n for n in missing)
     venv = next((join(dirname(realpath(__file__)), name) for name in (".venv", "venv")
                  if isfile(join(dirname(realpath(__file__)), name, "pyvenv.cfg"))), None)
@@ -61,7 +68,7 @@ def check_interpreter():
     if realpath(sys.prefix) != realpath(venv):  # a new shell that did not activate it
         return said + "this Python is not the folder's virtual environment: run  . %s/bin/activate  first (or  " \
             "%s/bin/python fallback.py)" % (relpath(venv), relpath(venv))
-    return said + "run  %s -m pip install -r requirements.txt" % basename(sys.executable)
+    return said + "run  %s -m pip install -r requirements.txt" % os.path.basename(sys.executable)
 
 
 UNFIT = check_interpreter()
@@ -70,7 +77,6 @@ if UNFIT:  # said before anything imports what may be missing, even for --help
     sys.exit(78)
 
 import fcntl  # noqa: E402
-import os  # noqa: E402
 import time  # noqa: E402
 from collections import Counter  # noqa: E402
 from datetime import datetime, timedelta, timezone  # noqa: E402
@@ -83,7 +89,8 @@ sys.modules["supervisor"] = importlib.util.module_from_spec(SPEC)  # by its path
 SPEC.loader.exec_module(sys.modules["supervisor"])
 
 from supervisor import backends, cli, journal, record as book, snapshots as snap, terrarium  # noqa: E402
-from supervisor.console import local_time, report, say, show_iteration, show_phase, start_status_line, summary  # noqa
+from supervisor.console import (count, local_time, report, say, show_iteration, show_phase,  # noqa: E402
+                                start_status_line, summary)
 from supervisor.iteration import Memory, Outcome, Result, note_dry_spell, run_iteration  # noqa: E402
 from supervisor.recovery import recover, write_iteration  # noqa: E402
 from supervisor.settings import (BACKOFF, BACKUPS, EX_CONFIG, LOCK, LOG, PROMPT_TOKENS, REQUESTS_PER_RUN,  # noqa: E402
@@ -105,7 +112,7 @@ def supervise(args, index, gateway):
         while args.iterations == 0 or done < args.iterations:
             index["iteration"] += 1
             show_iteration(index["iteration"])
-            result, row = iterate(index, args, memory, gateway)
+            result, row = iterate(index, args, memory, gateway, totals)
             if row:  # else nothing ran: no iteration to number, log or report
                 report(row, result.headline(local_time), totals)
             done, recorded = done + 1, recorded + bool(row)  # a wait before asking counts toward --iterations
@@ -129,8 +136,9 @@ def supervise(args, index, gateway):
         say(summary(recorded, totals, grown_from, snap.codebase_size()))
 
 
-def iterate(index, args, memory, gateway):
-    """One iteration, recorded: (its Result, its row), or (the Result, None) when nothing could be asked."""
+def iterate(index, args, memory, gateway, totals):
+    """One iteration, recorded: (its Result, its row), or (the Result, None) when nothing could be asked. A row Ctrl+C
+    ended is written here, and counted in `totals`."""
     number, began, started = index["iteration"], time.monotonic(), stamp(utc_now())
     try:
         snap.save_index(index)
@@ -146,7 +154,8 @@ def iterate(index, args, memory, gateway):
         stopped = Result(Outcome.STOPPED, f"interrupted ({'SIGTERM' if isinstance(stop, Terminated) else 'Ctrl+C'})",
                          said=memory.interrupted or {})
         if not SETTLING.exists():  # else a landing was under way: the next start finishes it, and its row
-            write_iteration(book.row_of(number, stopped, time.monotonic() - began, started), stopped)
+            write_iteration(row := book.row_of(number, stopped, time.monotonic() - began, started), stopped)
+            count(row, totals)
             page.due = True
         raise
     finally:

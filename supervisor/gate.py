@@ -27,6 +27,7 @@ whole time. Tests may lean on each other's state, so the cadence's run is always
 or a selection hid is found within SEED_FULL_GATE_EVERY landings.
 """
 import ast
+import importlib.metadata
 import os
 import re
 import sys
@@ -50,6 +51,9 @@ COUNTED = "test functions"  # what the ratchet counts: a landed state's counts a
 TEST_FILE = re.compile(r"tests/(.*/)?test_[^/]*\.py")  # what pytest collects tests from
 EMPTY_RULE = ("A test file a change adds must test something: a function whose name starts with test (or a "
               "class named Test... holding such methods) that asserts what the code does.")
+TAKEN_RULE = ("A module of the codebase may not take the name of a module of the standard library or of an installed "
+              "package (json.py, signal.py, requests/): wherever the folder comes first on the path, it would "
+              "stand in for the real one. Give it a name of its own (notes_json.py, not json.py).")
 FACTS_BYTES = 8 << 20  # the most of the plugin's report read (about 80,000 tests)
 
 
@@ -63,6 +67,7 @@ class Failure(str, Enum):
     TESTS_UNREPORTED = "tests did not report"
     TESTS_REMOVED = "tests removed"
     TESTS_EMPTY = "a new test file tests nothing"  # a placeholder: it passes, and it checks nothing
+    TAKEN = "a module takes a name Python has"  # json.py, signal.py, requests/: it would stand in for the real one
     TAMPERED = "tampered"  # the code reached for the gate, the ratchet or the score instead of passing them
     UNTRUSTED = "the run left what the keeper does not take"
 
@@ -92,6 +97,9 @@ def gate(changes, files, before=None, full=False):
     broken = [compile_error(rel, files[rel]) for rel, kind, *_ in changes if rel.endswith(".py") and kind != "deleted"]
     if any(broken):
         return Verdict(Failure.COMPILE, output="\n".join(b for b in broken if b))
+    taken = [name for rel, kind, *_ in changes if kind != "deleted" and (name := taken_name(rel))]
+    if taken:
+        return Verdict(Failure.TAKEN, ", ".join(taken), TAKEN_RULE)
     refused = source.refused(files)  # before any of the model's code runs
     if refused:
         return Verdict(Failure.TAMPERED, refused, source.RULE)
@@ -110,6 +118,27 @@ def gate(changes, files, before=None, full=False):
                        output="A change may rename or rewrite tests, never lower the number of test functions that "
                               "pass (deleted, emptied, skipped or expected to fail).")
     return replace(verdict, passing=passing)
+
+
+def taken_name(rel):
+    """"json.py (json: the standard library)" when the path `rel` is a top-level module or package whose name
+    Python already has here, else ''."""
+    top = rel[:-3] if "/" not in rel and rel.endswith(".py") else rel.split("/")[0] if \
+        re.fullmatch(r"[^/]+/__init__\.py", rel) else ""
+    owner = python_names().get(top)
+    return f"{rel} ({top}: {owner})" if owner else ""
+
+
+@lru_cache(maxsize=1)
+def python_names():
+    """{top-level module name: whose it is} for every name Python has here before the codebase: the standard
+    library's, the start-up hooks site imports from the path, and each installed distribution's (this interpreter's
+    site-packages, as the keeper's own path has them: the folder is never on it)."""
+    names = {name: "the standard library" for name in sys.stdlib_module_names}
+    names.update(sitecustomize="a start-up hook of Python's", usercustomize="a start-up hook of Python's")
+    for name, owners in importlib.metadata.packages_distributions().items():
+        names.setdefault(name, f"the installed package {owners[0]}")
+    return names
 
 
 def ratchet_of(start):

@@ -18,6 +18,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import select
 import signal
 import stat
@@ -312,11 +313,15 @@ def read_record():
 
 
 # --- running the model's code -----------------------------------------------------------------
-PASSED = {"PATH", "LANG", "LANGUAGE", "TZ", "TERM", "PYTHONPATH", "PYTHONIOENCODING", "PYTHONUTF8",
-          "LD_LIBRARY_PATH"}  # the variables of the user's environment a run gets (and LOCALE's): what Python needs
-LOCALE = {f"LC_{name}" for name in ("ALL", "CTYPE", "COLLATE", "MESSAGES", "MONETARY", "NUMERIC", "TIME", "ADDRESS",
-                                    "IDENTIFICATION", "MEASUREMENT", "NAME", "PAPER", "TELEPHONE")}  # not any LC_*:
-# ssh passes LC_* through, and people carry tokens in made-up ones
+WORD = r"[A-Za-z0-9_.@+-]{1,64}"  # a locale's, a terminal's or an encoding's name: no path, no space, no quote
+PASSED = {"LANG": WORD, "LANGUAGE": r"[A-Za-z0-9_.@:-]{1,128}", "TERM": WORD,
+          "PYTHONIOENCODING": r"[\w.:-]{1,40}", "PYTHONUTF8": "[01]", "TZ": r":?(?!.*\.\.)[\w+,./<>:-]{1,64}",  # a zone's name, or a rule like EST5EDT
+          **{f"LC_{name}": WORD for name in ("ALL", "CTYPE", "COLLATE", "MESSAGES", "MONETARY", "NUMERIC", "TIME",
+                                            "ADDRESS", "IDENTIFICATION", "MEASUREMENT", "NAME", "PAPER", "TELEPHONE")}}
+# The variables of the user's environment a run gets, each by name AND by the shape of its value (a value of
+# another shape is not passed); PATH is rebuilt (clean_env). Not any LC_*: ssh passes LC_* through, and people carry
+# tokens in made-up ones. Never PYTHONPATH, PYTHONHOME, PYTHONSTARTUP or LD_*: an empty entry in them ("X=$X:/opt"
+# with X unset) means "the folder the process stands in", the model's; the run's Python finds what this one has.
 
 
 def confinement():
@@ -328,14 +333,13 @@ def confinement():
 
 def policy(gateway_port=None, own_servers=False, judged=None):
     """What a child may reach: the seed, the working copy and the gateway; the gate's checks, the judged copy (to
-    read, not write) and only servers of their own. Folders in PYTHONPATH stay readable, so the child imports
-    what this process would; but never the person's folder itself: a folder that holds it (PYTHONPATH naming
-    it, a virtual environment made in it) is allowed all around it instead."""
+    read, not write) and only servers of their own. What it reads comes from this interpreter (sandbox.policy_for)
+    and the keeper's own paths, never from the environment; never the person's folder itself: a folder that holds
+    it (a virtual environment made in it) is allowed all around it instead."""
     rules = sandbox.policy_for(WORK if judged is None else SCRATCH, SCRATCH, gateway_port, LIMITS,
                                own_servers=own_servers, require=SANDBOX_REQUIRED,
                                isolate=NAMESPACES and sandbox.isolation()[0], processes=PROCESSES, shm=SHM_BYTES)
     rules["read"] += [str(judged)] if judged else []
-    rules["read"] += [folder for folder in os.environ.get("PYTHONPATH", "").split(os.pathsep) if folder]
     rules["read"] = [allowed for folder in rules["read"] for allowed in around_the_folder(folder)]
     return rules
 
@@ -490,9 +494,25 @@ def python(script, *args):
 
 
 def clean_env(**settings):
-    """The run's environment: a short allow-list of this process's (never a key, a token or a password of the
-    user's shell), a HOME in the run's temp folder, plus settings."""
-    env = {name: value for name, value in os.environ.items() if name in PASSED or name in LOCALE}
-    if site.ENABLE_USER_SITE:  # packages installed with pip --user, found though HOME moved
+    """The run's environment: an allow-list of this process's variables, by name and by value (PASSED; never a
+    key, a token or a password of the user's shell), a PATH of absolute folders outside the person's, a HOME in
+    the run's temp folder, plus settings."""
+    env = {name: value for name, value in os.environ.items() if name in PASSED and re.fullmatch(PASSED[name], value)}
+    if site.ENABLE_USER_SITE and outside_the_folder(site.getuserbase()):  # pip --user's packages, though HOME moved
         env["PYTHONUSERBASE"] = site.getuserbase()
-    return {**env, "HOME": str(SCRATCH), "PYTHONDONTWRITEBYTECODE": "1", **settings}
+    return {**env, "PATH": run_path(), "HOME": str(SCRATCH), "PYTHONDONTWRITEBYTECODE": "1", **settings}
+
+
+def run_path():
+    """PATH for a run: this interpreter's folder first, then the user's absolute folders outside the person's folder
+    (an empty or relative entry means the folder the run stands in: the model's)."""
+    here = os.path.dirname(sys.executable)
+    folders = [here] + [folder for folder in os.environ.get("PATH", "").split(os.pathsep)
+                        if os.path.isabs(folder) and outside_the_folder(folder)]
+    return os.pathsep.join(dict.fromkeys(folders))
+
+
+def outside_the_folder(path):
+    """Whether `path` is absolute and neither the person's folder nor inside it (where the model's code lands)."""
+    real, root = os.path.realpath(path), os.path.realpath(ROOT)
+    return os.path.isabs(path) and real != root and not real.startswith(root + os.sep)
