@@ -79,13 +79,20 @@ def describe_changes(changed, most=20):
     return ", ".join(shown) + (f" and {len(changed) - most} more" if len(changed) > most else "")
 
 
+def count(row, totals):
+    """The iteration's row in the running totals the closing line sums up (a row Ctrl+C ended, with the request it
+    may have sent, included); the tokens it spent."""
+    spent = row["prompt_tokens"] + row["output_tokens"] + row["thinking_tokens"]
+    totals[row["kind"]] += 1
+    totals["requests"] += row["requests"] or 0
+    totals["tokens"] += spent
+    return spent
+
+
 def report(row, headline, totals):
     """One line a person can scan, from the iteration's row and its headline (its times in local time, as the console
     says every time), and the running totals for the summary."""
-    spent = row["prompt_tokens"] + row["output_tokens"] + row["thinking_tokens"]
-    totals[row["kind"]] += 1
-    totals["requests"] += row["requests"]
-    totals["tokens"] += spent
+    spent = count(row, totals)
     files = describe_changes(row["files"]) if row["kind"] == "landed" else ""
     score = f", score {row['score']:g}" if row.get("score") is not None else ""
     say(f"#{row['number']} {headline}{' — ' + files if files else ''} ({row['seconds']:.0f} s, "

@@ -89,6 +89,7 @@ class Gateway:
         self.said, self.told = say, tell or say  # the status line; the console's permanent lines (waits)
         self.lock = threading.RLock()
         self.run, self.stopped, self.server, self.url, self.steering = None, None, None, None, 0
+        self.closed = None  # the run closed last: closing it again gives its account again, as it is now
         self.wasted = {}  # model -> why each of its answers in a row landed nothing
         self.rolled_back = None  # (why, lines, [(path, text)]) of the last answer the gate rolled back, or None
         self.mends = backend.answer_format == "files"  # a model asked for plain text is shown its last answer rolled
@@ -147,11 +148,13 @@ class Gateway:
     def close_run(self, token, linger=None):
         """End a run (its token stops working, its waits end) and report what it did, after waiting up to
         `linger` seconds (default: the gateway's) for a request still under way upstream. The report says
-        whether one was (`asking`)."""
+        whether one was (`asking`). The run closed last, closed again (Ctrl+C as the gate judged its answer), gives
+        its account again: its requests are never lost to the record."""
         with self.lock:
-            run = self.run if self.run and same(token, self.run.token) else Run(None, 0)
-            if run is self.run:
-                self.run = None
+            if self.run and same(token, self.run.token):
+                run, self.run, self.closed = self.run, None, self.run
+            else:
+                run = self.closed if self.closed and same(token, self.closed.token) else Run(None, 0)
         run.over.set()
         with run.busy:
             asking = run.under_way > 0  # the run ended while the model had its request: a wait on the world

@@ -3,11 +3,15 @@
     books = Books(Path("backups"))
     books.requests_today(model)           # today's requests that may have reached the server
     books.count_sent(model) / books.count_returned(call, day, kind)   # every request, booked before it leaves
+    books.derive(ledger); books.unrecorded(ledger, calls)   # usage.json made from the record; what it lacks
     books.mark(model, "spent", until) ; books.blocked(model)          # a day spent, a model gone
     books.pace_wait(model, weight, facts) ; books.book(model, weight) # the sliding minute of requests and tokens
 
 usage.json: per Pacific day and model, requests, tokens (prompt, output, thinking), kinds of answer and waste; the last
-USAGE_DAYS days only (the record holds every request), so that booking a request costs the same after a year.
+USAGE_DAYS days only, so that booking a request costs the same after a year. The record (backups/record.sqlite) is
+the truth of what was asked: usage.json is made from it after each iteration's row (derive), and between rows it
+books each request as it leaves, so that one cut short (Ctrl+C, kill -9, a full disk) still counts against the day;
+what it booked that the record lacks becomes requests of the row the next start writes (unrecorded).
 quota.json: per model, spent or gone until when, and its last minute's requests as [unix time, tokens].
 Not thread-safe: the gateway calls it under its lock.
 """
@@ -20,6 +24,7 @@ from .answers import TOKEN_FIELDS
 from .settings import load_json, save_json
 
 USAGE_DAYS = 7  # Pacific days usage.json keeps
+KINDS = ("kinds", "wasted")  # a use's counts of its requests by kind of answer, and of waste by why
 UNREACHED = "network error"  # the kind of a request that never reached the server
 WINDOW = 61.0  # seconds: the sliding window of the per-minute limits, with a second for the time a request takes
                # to reach the API (booked as it leaves, counted there as it arrives)
@@ -36,7 +41,7 @@ class Books:
 
     def requests_today(self, model):
         """Today's requests to the model that may have reached the server (an outage must not spend a day)."""
-        return reached(load_json(self.usage).get(pacific_day(), {}).get(model, {}))
+        return reached(self.booked().get(pacific_day(), {}).get(model, {}))
 
     def blocked(self, model):
         """(why, until when, one line) while the model may not be asked (its day spent, or gone), else None."""
@@ -76,17 +81,45 @@ class Books:
 
     def count_sent(self, model):
         """(the call, its day): a request booked in the ledger before it is sent, so one cut short still counts."""
-        call, day = {"model": model, "kind": "no answer", "tokens": dict.fromkeys(TOKEN_FIELDS, 0)}, pacific_day()
-        oldest = (date.fromisoformat(day) - timedelta(days=USAGE_DAYS - 1)).isoformat()
-        ledger = {past: use for past, use in load_json(self.usage).items() if past >= oldest}
+        day = pacific_day()
+        call = {"model": model, "day": day, "kind": "no answer", "tokens": dict.fromkeys(TOKEN_FIELDS, 0)}
+        ledger = recent_days(self.booked())
         entry(ledger, day, model)["requests"] += 1
         save_json(self.usage, ledger)
         return call, day
 
+    def derive(self, ledger):
+        """usage.json made anew from the record's ledger ({day: {model: use}}, record.ledger()): its last days."""
+        save_json(self.usage, recent_days(ledger))
+
+    def unrecorded(self, ledger, calls=()):
+        """The calls usage.json booked that neither the record's ledger nor `calls` (a row about to be written) holds:
+        each a request that may have reached the model, cut short before its iteration's row was written; its day
+        and model known, its tokens not."""
+        lacking = []
+        for day, models in recent_days(self.booked()).items():
+            for model, use in models.items():
+                held = ledger.get(day, {}).get(model, {}).get("requests", 0) + sum(
+                    call.get("day") == day and call.get("model") == model for call in calls)
+                lacking += [{"model": model, "day": day, "kind": "no answer", "tokens": dict.fromkeys(TOKEN_FIELDS, 0)}
+                            for _ in range(min(use["requests"] - held, 1_000))]
+        return lacking
+
+    def booked(self):
+        """usage.json as {day: {model: use}}, each use whole (counts that are numbers): what a hand edit left of
+        another shape is left out, never a failure of the gateway's."""
+        ledger = {}
+        for day, models in load_json(self.usage).items():
+            for model, use in models.items() if isinstance(models, dict) else ():
+                if isinstance(use, dict) and counts(use, ("requests", *TOKEN_FIELDS)) and \
+                        all(isinstance(use.get(name, {}), dict) and counts(use.get(name, {})) for name in KINDS):
+                    entry(ledger, day, model).update(use)
+        return ledger
+
     def count_returned(self, call, day, kind):
         """Book what an upstream request came back as: its kind, its tokens, and as waste unless an answer."""
         call["kind"] = kind
-        ledger = load_json(self.usage)
+        ledger = self.booked()
         use = entry(ledger, day, call["model"])
         for name, count in call["tokens"].items():
             use[name] += count
@@ -97,9 +130,20 @@ class Books:
 
     def record_waste(self, model, why):
         """Count an answered request whose change was thrown away, and why, in today's ledger."""
-        ledger = load_json(self.usage)
+        ledger = self.booked()
         bump(entry(ledger, pacific_day(), model)["wasted"], why)
         save_json(self.usage, ledger)
+
+
+def recent_days(ledger):
+    """The ledger's last USAGE_DAYS Pacific days."""
+    oldest = (date.fromisoformat(pacific_day()) - timedelta(days=USAGE_DAYS - 1)).isoformat()
+    return {day: use for day, use in ledger.items() if day >= oldest}
+
+
+def counts(use, names=None):
+    """Whether the named values of a use (all of them by default) are whole numbers, or missing."""
+    return all(type(use.get(name, 0)) is int for name in (use if names is None else names))
 
 
 def reached(use):
@@ -112,8 +156,8 @@ def entry(ledger, day, model):
     use = ledger.setdefault(day, {}).setdefault(model, {})
     for name in ("requests", *TOKEN_FIELDS):
         use.setdefault(name, 0)
-    use.setdefault("kinds", {})
-    use.setdefault("wasted", {})
+    for name in KINDS:
+        use.setdefault(name, {})
     return use
 
 

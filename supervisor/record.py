@@ -31,7 +31,7 @@ from urllib.request import pathname2url
 from . import tallies
 from .iteration import Outcome
 from .journal import logs_set_aside, telling_lines
-from .ledger import UNREACHED
+from .ledger import UNREACHED, pacific
 from .scrub import redact
 from .settings import (LOG, LOGS_ASIDE, QUOTA, ROOT, STEERING, TEST_SUPPORT, USAGE, read_stamp, source_of,
                        stamp, tail_of, utc_now)
@@ -115,6 +115,9 @@ class Writer:
                 bring_facts_into_columns(self.db)
         if "budget" not in columns_of(self.db):  # a record from before budgets were kept
             self.db.execute("ALTER TABLE iterations ADD COLUMN budget INTEGER")
+        if self.db.execute("SELECT 1 FROM requests WHERE coalesce(day, '') = '' LIMIT 1").fetchone():
+            with Transaction(self.db):  # written by a keeper that dated a request only once answered
+                date_requests(self.db)
         self.chain, self.base = self.last_prompt()
         held = [self.db.execute(f"SELECT count(*) FROM {table}").fetchone()[0] for table in ("iterations", "kept",
                                                                                              "runs")]
@@ -240,6 +243,18 @@ class Transaction:
 def writer(root=ROOT):
     """The keeper's writer for the workspace (made, and an old workspace migrated, at its first start)."""
     return Writer(path_of(root))
+
+
+def date_requests(db):
+    """Each request without a day dated by its iteration's end (the Pacific day), and the tallies counted again: a
+    keeper from before requests were dated as they left wrote those Ctrl+C or --timeout cut short without one."""
+    def day_of(ended):
+        moment = read_stamp(ended or "")
+        return moment and moment.astimezone(pacific()).date().isoformat()
+    db.create_function("pacific_day", 1, day_of, deterministic=True)
+    db.execute("UPDATE requests SET day = (SELECT pacific_day(ended) FROM iterations WHERE number = iteration) "
+               "WHERE coalesce(day, '') = ''")
+    tallies.build(db)
 
 
 def reached_of(said):

@@ -5,18 +5,27 @@
 
 A keeper killed with kill -9 (or stopped by a full disk) may leave: a child still running, a restore under way, a
 landing half copied, a landing whose row was not written, an iteration cut short (its changes are kept, the
-codebase put back), rows in the record that the log does not show yet. recover() finishes or undoes each.
+codebase put back), rows in the record that the log does not show yet. recover() finishes or undoes each. Every
+row written holds, besides its own requests, those the gateway booked as they left that the record lacks (an
+iteration cut short before its row): every request that may have reached a model is in the record.
 """
 from . import journal, record as book, snapshots as snap, terrarium
 from .console import say
 from .iteration import Outcome, Result
-from .settings import LOG, ROOT, SETTLING, UNDER_WAY, load_json
+from .ledger import Books
+from .settings import LOG, ROOT, SETTLING, UNDER_WAY, USAGE, load_json
 
 
 def write_iteration(row, result):
     """Write the iteration into the record with its requests (one transaction: a landing and its row go together),
-    then its section of iteration_log.md, rendered from the row."""
-    book.writer().write(row, result.said.get("calls") or [], result.waste)
+    and those booked that the record lacks (the row counts them: `row` is updated), then usage.json from the record
+    (the one count of requests), then its section of iteration_log.md, rendered from the row."""
+    books, calls = Books(USAGE.parent), result.said.get("calls") or []
+    lacking = books.unrecorded(book.ledger(ROOT), calls)
+    if lacking:
+        row.update(requests=(row["requests"] or 0) + len(lacking), model=row["model"] or lacking[-1]["model"])
+    book.writer().write(row, lacking + calls, result.waste)
+    books.derive(book.ledger(ROOT))
     SETTLING.unlink(missing_ok=True)
     journal.log_iteration(row)
 
@@ -32,11 +41,11 @@ def recover(index):
     settling = load_json(SETTLING)
     terrarium.finish_landing(entries.get(settling.get("start")))
     settle_landing(index, settling, entries)
-    cut_short = load_json(UNDER_WAY)
-    if cut_short.get("start") in entries:
-        number = cut_short.get("iteration") if isinstance(cut_short.get("iteration"), int) else 0
-        terrarium.set_aside(index, entries[cut_short["start"]], number)
-        killed = Result(Outcome.STOPPED, "the keeper was killed during this iteration", start=cut_short["start"])
+    under_way = load_json(UNDER_WAY)
+    if under_way.get("start") in entries:
+        number = under_way.get("iteration") if isinstance(under_way.get("iteration"), int) else 0
+        terrarium.set_aside(index, entries[under_way["start"]], number)
+        killed = Result(Outcome.STOPPED, "the keeper was killed during this iteration", start=under_way["start"])
         write_iteration(book.row_of(number, killed, 0.0), killed)
     UNDER_WAY.unlink(missing_ok=True)
     catch_up_log()
