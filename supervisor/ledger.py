@@ -102,7 +102,7 @@ class Books:
                 held = ledger.get(day, {}).get(model, {}).get("requests", 0) + sum(
                     call.get("day") == day and call.get("model") == model for call in calls)
                 lacking += [{"model": model, "day": day, "kind": "no answer", "tokens": dict.fromkeys(TOKEN_FIELDS, 0)}
-                            for _ in range(min(use["requests"] - held, 1_000))]
+                            for _ in range(min(use.get("requests", 0) - held, 1_000))]
         return lacking
 
     def booked(self):
@@ -113,7 +113,7 @@ class Books:
             for model, use in models.items() if isinstance(models, dict) else ():
                 if isinstance(use, dict) and counts(use, ("requests", *TOKEN_FIELDS)) and \
                         all(isinstance(use.get(name, {}), dict) and counts(use.get(name, {})) for name in KINDS):
-                    entry(ledger, day, model).update(use)
+                    ledger.setdefault(day, {})[model] = use
         return ledger
 
     def count_returned(self, call, day, kind):

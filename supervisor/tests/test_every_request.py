@@ -1,0 +1,114 @@
+"""Every request that may have reached a model is in the record, with its day and model, whatever ends its iteration:
+Ctrl+C while the model answers or while the gate judges its answer, --timeout, kill -9. The record is the one count of
+requests: usage.json, --status, the page and the closing line agree with it (`python fallback.py` in a copy of the
+workspace).
+"""
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
+import fake_gemini as api
+from test_fallback import command_of, outcomes, processes_in, run_fallback, wait_for
+
+SLOW_TEST = ("tests/test_slow.py", "import time\n\n\ndef test_slow():\n    time.sleep(60)\n")
+
+
+def today():
+    return datetime.now(ZoneInfo("America/Los_Angeles")).date().isoformat()
+
+
+def requests_in_record(root):
+    """[(iteration, day, model, kind)] of every request the record holds."""
+    with sqlite3.connect(root / "backups" / "record.sqlite") as db:
+        return db.execute("SELECT iteration, day, model, kind FROM requests ORDER BY id").fetchall()
+
+
+def booked_today(root):
+    return json.loads((root / "backups" / "usage.json").read_text()).get(today(), {})
+
+
+def stopped_by_ctrl_c_when(root, env, ready):
+    """fallback.py run until `ready()`, then Ctrl+C: its stdout."""
+    keeper = subprocess.Popen([sys.executable, "fallback.py", "--delay", "0"], cwd=root, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(ready)
+        keeper.send_signal(signal.SIGINT)
+        out, err = keeper.communicate(timeout=20)
+    finally:
+        keeper.kill()
+    assert keeper.returncode == 130, err
+    return out
+
+
+def said_everywhere(root, env, out):
+    """The one request is said the same by the record, usage.json, --status, the page and the closing line."""
+    assert requests_in_record(root) == [(1, today(), "gemini-3.5-flash", requests_in_record(root)[0][3])]
+    assert booked_today(root)["gemini-3.5-flash"]["requests"] == 1
+    assert "; 1 request(s)" in out, out
+    status = run_fallback(root, env, "--status").stdout
+    assert "gemini-3.5-flash" in status and "1 request(s)" in status, status
+    page = (root / "report.html").read_text()
+    assert f"Pacific days, {today()} to {today()}" in page and "No request is in the ledger yet" not in page
+    assert "Model: gemini-3.5-flash, 1 request(s)" in (root / "iteration_log.md").read_text()
+
+
+def test_ctrl_c_while_the_model_answers_keeps_the_request_with_its_day(workspace, env, gemini):
+    gemini.reply(api.answer([("slow.py", "x = 1\n")]), delay=30)
+    out = stopped_by_ctrl_c_when(workspace, env, lambda: gemini.requests)
+    assert outcomes(workspace) == ["stopped: interrupted (Ctrl+C)"]
+    said_everywhere(workspace, env, out)
+
+
+def test_ctrl_c_while_the_gate_judges_the_answer_keeps_the_request_and_its_exchange(workspace, env, gemini):
+    gemini.reply(api.answer([SLOW_TEST]))
+    out = stopped_by_ctrl_c_when(workspace, env, lambda: any(  # the gate's check.py, running the slow test
+        "check.py" in command_of(pid) and "test_slow.py" in command_of(pid) for pid in processes_in(workspace)))
+    said_everywhere(workspace, env, out)
+    assert requests_in_record(workspace)[0][3] == "answer"
+    shown = run_fallback(workspace, env, "--show", "1").stdout
+    assert "test_slow" in shown, shown  # the answer, as the model sent it
+
+
+def test_a_seed_ended_by_timeout_while_the_model_answers_keeps_the_request_with_its_day(workspace, env, gemini):
+    gemini.reply(api.answer([("slow.py", "x = 1\n")]), delay=15)
+    done = run_fallback(workspace, env, "--iterations", "1", "--timeout", "2")
+    assert done.returncode == 0, done.stderr
+    said_everywhere(workspace, env, done.stdout)
+
+
+def test_a_request_cut_short_by_kill_9_is_in_the_row_the_next_start_writes(workspace, env, gemini):
+    gemini.reply(api.answer([("slow.py", "x = 1\n")]), delay=30)
+    keeper = subprocess.Popen([sys.executable, "fallback.py"], cwd=workspace, env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: gemini.requests)
+    finally:
+        keeper.kill()  # kill -9: no row is written; usage.json booked the request as it left
+        keeper.wait()
+    assert booked_today(workspace)["gemini-3.5-flash"]["requests"] == 1
+    gemini.reply(api.answer([("a.py", "a = 1\n")]))
+    done = run_fallback(workspace, env, "--iterations", "1")
+    assert done.returncode == 0, done.stderr
+    assert outcomes(workspace) == ["stopped: the keeper was killed during this iteration", "landed: 1 file(s) changed"]
+    assert [row[:3] for row in requests_in_record(workspace)] == [(1, today(), "gemini-3.5-flash"),
+                                                                 (2, today(), "gemini-3.5-flash")]
+    assert booked_today(workspace)["gemini-3.5-flash"]["requests"] == 2
+
+
+def test_usage_json_is_made_from_the_record_and_a_hand_edit_of_it_adds_no_request(workspace, env, gemini):
+    """The attack: usage.json edited to say fewer, or more, or nonsense; the record stays the count."""
+    gemini.reply(api.answer([("a.py", "a = 1\n")]))
+    assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
+    (workspace / "backups" / "usage.json").write_text(json.dumps({today(): {"gemini-3.5-flash": {"requests": "x"},
+                                                                            "other": 5}}))
+    gemini.reply(api.answer([("b.py", "b = 1\n")]))
+    done = run_fallback(workspace, env, "--iterations", "1")
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert len(requests_in_record(workspace)) == 2
+    assert booked_today(workspace) == {"gemini-3.5-flash": {"requests": 2, "prompt": 2400, "output": 600,
+                                                            "thinking": 300, "kinds": {"answer": 2}, "wasted": {}}}
