@@ -9,9 +9,10 @@ Verdict, then the person's score). Then, in one place:
 - a change that fails never reaches the folder: it is kept in backups/, becomes a task, and the loop goes on from the
   state the run started from; a seed that fails where it never ran well walks back to the newest known-good state,
   and so does the same failure of a run's own doing, twice in a row from one landed state;
-- a fault outside the code (the seed failing where it once ran well, or as it does while the world is broken, or the
-  gate failing the same way at the state the change started from) never walks back landed work and never becomes a
-  task: the loop waits, a little longer each time;
+- a fault outside the code, proven (blame.py: a control, the known-good state without the new answer failing the same
+  way now, and a cause observed outside the code) never walks back landed work and never becomes a task: the loop
+  waits, a little longer each time; the same failure there with nothing observed outside is the code's, a task
+  (a test that depends on the date); an answer the seed crashed while applying is that answer's failure;
 - DRY_SPELL iterations in a row that land nothing become a task; twice that walks back one known-good state.
 """
 import json
@@ -22,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from enum import Enum
 
-from . import evaluate, gate, journal, snapshots as snap, terrarium
+from . import blame, evaluate, gate, journal, snapshots as snap, terrarium
 from .answers import CHARS_PER_TOKEN
 from .console import say, show_phase
 from .scrub import redact
@@ -116,6 +117,7 @@ class Run:
     not_landed: list = field(default_factory=list)
     untrusted: str = ""
     spacing: bool = False  # its changes were blank lines and spaces at line ends only: taken as none
+    world: dict | None = None  # what outside the code it started with (blame.world)
 
     @property
     def asked(self):
@@ -165,9 +167,10 @@ def run_iteration(number, index, timeout, memory, gateway, confinement=""):
     shown = journal.open_tasks()  # as the seed numbers them: the answer's "done" counts in these
     write_atomically(UNDER_WAY, json.dumps({"iteration": number, "start": start["id"]}))
     show_phase("running seed.py")
+    around = blame.world()  # before the run: what a state that runs well now ran well with
     try:
         code, output = run_seed(timeout, gateway, plan)
-        run = take(code, output, gateway.close_run(plan["token"]), shown, start)
+        run = replace(take(code, output, gateway.close_run(plan["token"]), shown, start), world=around)
         result = settle(number, index, start, run, memory)
     except KeyboardInterrupt:
         memory.interrupted = journal.account(journal.read_record(b""), gateway.close_run(plan["token"], linger=0),
@@ -280,6 +283,7 @@ def settle(number, index, start, run, memory):
     own = isinstance(failure, RunFailure)
     if run.asked and not own and not start["good"]:
         start["good"] = True  # a run started from it finished, having asked the model: it is known good
+        start.setdefault("world", run.world)  # what it ran well with: a failure here later is proven against it
         snap.save_index(index)
     if failure:
         result = settle_failure(number, index, start, run, memory, (failure, detail, output))
@@ -398,7 +402,7 @@ def land(number, index, start, run, verdict, score, base):
         entry.update(passing=verdict.passing, counted=gate.COUNTED)  # the ratchet's counts, of test functions
     if score is not None:
         entry["score"] = score["score"]  # the score a change that starts from here must keep (SEED_RATCHET=score)
-    entry["judged"] = verdict.tests_ran
+    entry["judged"], entry["world"] = verdict.tests_ran, blame.world()
     partial = verdict.tests_ran != gate.EVERY_TEST
     index["partial_landings"] = index.get("partial_landings", 0) + 1 if partial else 0
     snap.save_index(index)
@@ -415,29 +419,44 @@ def seed_message(run):
 
 # --- a run that failed ----------------------------------------------------------------------------
 def settle_failure(number, index, start, run, memory, fault):
-    """Roll a failed change back and make it a task for the model; or, when the failure is the world's (the seed
-    failing where it once ran well, or as it does while the world is broken, or ended while the model still had its
-    request; or the gate failing the same way at the state the change started from), keep the folder and wait."""
+    """Roll a failed change back and make it a task for the model; or, when the failure is proven the world's (the
+    seed failing before an answer where it once ran well, or as it does while the world is broken, or ended while
+    the model still had its request; or the gate failing the same way at the state the change started from; each
+    with a cause observed outside the code), keep the folder and wait."""
     failure, detail, output = fault
     mark = journal.failure_mark(headline_of(failure, detail), output)
     own = isinstance(failure, RunFailure) and failure is not RunFailure.UNTRUSTED  # the seed's run, not what it left
-    if own and not run.asked and (start["good"] or (failure.value, detail) == memory.world or run.said["asking"]):
-        return blame_the_world(number, index, start, run, memory, fault)  # asking: the model kept it waiting
+    answered = own and run.said.get("answered") and not run.said["asking"]  # the answer is part of the run
+    if own and not run.asked and not answered and (start["good"] or (failure.value, detail) == memory.world
+                                                   or run.said["asking"]):
+        cause = ASKING if run.said["asking"] else blame.observed(index, start, output, snap.files_of(start))
+        if cause:  # the control: the known-good state's own code, without a new answer, failing now
+            return blame_the_world(number, index, start, run, memory, fault, cause)
     again = isinstance(failure, RunFailure) and memory.repeat == (start["id"], mark) and start["kind"] == "landed"
     memory.repeat = (start["id"], mark) if isinstance(failure, RunFailure) else None
-    walk = (own and not run.asked) or again  # the seed itself is broken: go back to where it worked
+    walk = (own and not run.asked and not answered and not start["good"]) or again  # the seed broken: go back
     memory.suspect = {"failure": failure.value, "mark": mark, "home": start} if walk else None
     memory.keep()  # before the walk-back: a keeper stopped during it must not keep it
     kept, restored, stuck = roll_back(index, start, walk, number, memory.bad, run.files)
     base = dict(start=start["id"], said=run.said, changes=run.changes, not_landed=run.not_landed, failure=failure,
                 output=redact(output), kept=kept, restored=restored, stuck=stuck)
-    if not walk and failure in RECHECKED and fully_judged(start) and same_at_start(start, run, mark):
-        return wait_for_the_world(Result(Outcome.WAITING, **base), memory, detail)
+    control = not walk and failure in RECHECKED and fully_judged(start) and same_at_start(start, run, mark)
+    cause = blame.observed(index, start, output, snap.files_of(start)) if control else ""
+    if cause:
+        return wait_for_the_world(Result(Outcome.WAITING, **base), memory, detail, cause)
     outcome = Outcome.TAMPERED if failure is Failure.TAMPERED else Outcome.ROLLED_BACK
     headline = headline_of(failure, detail)
-    journal.add_failure_task(f"Iteration {number} was rolled back: {headline}. Find and fix the cause.", output,
-                             start["id"], mark)
+    unproven = own and start["good"] and not answered or control  # the known-good state fails, nothing else changed
+    journal.add_failure_task(f"Iteration {number} was rolled back: {headline}. " + (UNPROVEN if unproven else
+                                                                                    "Find and fix the cause."),
+                             output, start["id"], mark)
     return Result(outcome, detail if outcome is Outcome.TAMPERED else headline, headline, **base)
+
+
+ASKING = "the model still had the run's request when it ended (a --timeout shorter than its answer?)"
+UNPROVEN = ("It fails the same way at the last known-good state, and nothing outside the code changed (the same "
+            "Python, packages and limits): the code depends on the moment (the date, the time, chance) or on what "
+            "an earlier run or test left. Find and fix the cause.")
 
 
 def headline_of(failure, detail):
@@ -457,9 +476,10 @@ def fully_judged(start):
     return start.get("judged") in (None, gate.EVERY_TEST)
 
 
-def blame_the_world(number, index, start, run, memory, fault):
-    """Not the code's fault: keep the newest state (undo a walk-back that a failure of this kind began, and take
-    back the task it wrote), write no task, and wait."""
+def blame_the_world(number, index, start, run, memory, fault, cause):
+    """Not the code's fault (proven: the control failed, and `cause` was observed outside the code): keep the newest
+    state (undo a walk-back that a failure of this kind began, and take back the task it wrote), write no task, and
+    wait."""
     failure, detail, output = fault
     suspect = memory.suspect
     home = suspect["home"] if suspect and suspect["failure"] == failure.value else start
@@ -473,21 +493,18 @@ def blame_the_world(number, index, start, run, memory, fault):
     memory.world, memory.suspect = (failure.value, detail), None  # no walk-back is left to undo
     result = Result(Outcome.WAITING, start=start["id"], said=run.said, failure=failure, output=redact(output),
                     kept=kept, restored=home["id"])
-    if run.said["asking"] and not start["good"]:
-        return wait_for_the_world(result, memory, detail, "the model still had the run's request when it ended")
-    return wait_for_the_world(result, memory, detail)
+    return wait_for_the_world(result, memory, detail, cause)
 
 
-def wait_for_the_world(result, memory, detail, why="the same happens at the last known-good state"):
-    """Wait after a failure from outside the code, a little longer each time, and say what to check."""
+def wait_for_the_world(result, memory, detail, cause):
+    """Wait after a failure from outside the code, a little longer each time, and say what was seen there."""
     memory.pause = min(max(FAULT_PAUSE, 2 * memory.pause), 3600)
     result.until = datetime.now(timezone.utc) + timedelta(seconds=memory.pause)
-    where = "while the model still had its request" if result.said.get("asking") and why[:8] != "the same" else \
-        "at the last known-good state too"
+    where = "while the model still had its request" if cause is ASKING else "at the last known-good state too"
     result.summary = f"{headline_of(result.failure, detail)} {where}"
-    result.reason = (f"{journal.error_line(result.output) or headline_of(result.failure, detail)}; {why}, so the cause "
-                     "is outside the code: check the network, the disk, the installed packages (pip install -r "
-                     "requirements.txt) and GEMINI_MODEL")
+    result.reason = f"{journal.error_line(result.output) or headline_of(result.failure, detail)}; " + (
+        f"{cause}: the cause is outside the code (raise --timeout, the seconds a run may take)" if cause is ASKING else
+        f"the same happens at the last known-good state, and {cause}: the cause is outside the code")
     return result
 
 

@@ -966,19 +966,18 @@ def test_a_fault_outside_the_code_waits_and_never_walks_back_landed_work(workspa
     env["SEED_FAULT_PAUSE"] = "1"
     gemini.reply(api.answer([("a.py", "a = 1\n")]))
     assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
-    env["SEED_MEMORY_MB"] = "20"  # the machine changes: too little memory for the model's code to start
+    env["SEED_MEMORY_MB"] = "1"  # the limits change: too little memory for any Python to start, whatever its size
     runs = [run_fallback(workspace, env, "--iterations", "1") for _ in range(3)] if restarts else \
         [run_fallback(workspace, env, "--iterations", "3")]
     assert all(run.returncode == 0 for run in runs), runs[-1].stderr
     assert [o.split(" until")[0].split(":")[0] for o in outcomes(workspace)] == ["landed", "rolled back", "waiting",
                                                                                 "waiting"]
-    assert outcomes(workspace)[2].endswith("seed.py crashed (exit 1) at the last known-good state too")
+    assert re.search(r"seed.py crashed \(exit \d+\) at the last known-good state too$", outcomes(workspace)[2])
     assert (workspace / "a.py").exists()  # the walk-back was undone, and not walked again
     assert "[failure" not in (workspace / "pending_tasks.md").read_text()  # nothing for the model to fix
-    assert restarts or re.search(r"waiting until \d\d:\d\d local time .*: .*(MemoryError|Cannot allocate memory|"
-                                 r"unknown encoding).*; "  # what fails first at 20 MB: an import, a codec's lookup
-                                 r"the same happens at the last known-good state, so the cause is outside the code",
-                                 runs[0].stdout)  # said as the loop waits (a run of one iteration does not wait)
+    assert restarts or re.search(r"waiting until \d\d:\d\d local time .*: .*; the same happens at the last known-good "
+                                 r"state, and the limits a run gets \(SEED_MEMORY_MB\) changed since it ran well: "
+                                 r"the cause is outside the code", runs[0].stdout)  # said as the loop waits
     del env["SEED_MEMORY_MB"]
     gemini.reply(api.answer([("b.py", "b = 1\n")]))
     again = run_fallback(workspace, env, "--iterations", "1")
@@ -990,7 +989,7 @@ def test_a_restore_by_hand_after_a_walk_back_is_never_undone_by_the_loop(workspa
     env["SEED_FAULT_PAUSE"] = "1"
     gemini.reply(api.answer([("a.py", "a = 1\n")]))
     assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
-    env["SEED_MEMORY_MB"] = "20"
+    env["SEED_MEMORY_MB"] = "1"
     assert run_fallback(workspace, env, "--iterations", "1").returncode == 0  # walked back: a.py is gone
     assert outcomes(workspace)[-1].startswith("rolled back") and not (workspace / "a.py").exists()
     assert run_fallback(workspace, env, "--reset").returncode == 0  # the person chooses genesis
@@ -1031,7 +1030,7 @@ def test_a_persons_edit_during_a_wait_for_the_world_is_never_walked_back(workspa
     env["SEED_FAULT_PAUSE"] = "3"
     gemini.reply(api.answer([("a.py", "a = 1\n")])).reply(api.answer([("a.py", "a = 1\n")]))  # the same again:
     assert run_fallback(workspace, env, "--iterations", "2").returncode == 0  # a.py lands, then is proven good
-    env["SEED_MEMORY_MB"] = "20"
+    env["SEED_MEMORY_MB"] = "1"
     keeper = subprocess.Popen([sys.executable, "fallback.py", "--delay", "0", "--iterations", "2"], cwd=workspace,
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     wait_for(lambda: len(outcomes(workspace)) == 3, seconds=60)  # the first wait for the world has begun
@@ -1061,24 +1060,6 @@ def test_a_model_that_keeps_the_seed_past_its_time_walks_nothing_back(workspace,
     assert outcomes(workspace)[1].endswith("seed.py timed out and was killed with its children while the model "
                                            "still had its request")
     assert (workspace / "a.py").exists() and "[failure" not in (workspace / "pending_tasks.md").read_text()
-
-
-def test_a_gate_that_fails_the_same_way_at_the_known_good_state_waits_and_writes_no_task(workspace, env, gemini,
-                                                                                         tmp_path):
-    site = tmp_path / "site"
-    site.mkdir()
-    env.update(PYTHONPATH=str(site), SEED_FAULT_PAUSE="1")
-
-    def break_requests(request):  # while the seed waits: its gate's import check will find requests broken
-        (site / "requests").mkdir()
-        (site / "requests" / "__init__.py").write_text("raise ImportError('requests is broken on this machine')")
-
-    (workspace / "net.py").write_text("import requests\n")  # a module of the person's codebase that needs requests
-    gemini.reply(api.answer([("a.py", "a = 1\n")]), hook=break_requests)
-    done = run_fallback(workspace, env, "--iterations", "1")
-    assert done.returncode == 0, done.stderr
-    assert outcomes(workspace)[0].endswith("import check failed at the last known-good state too")
-    assert not (workspace / "a.py").exists() and "[failure" not in (workspace / "pending_tasks.md").read_text()
 
 
 def test_a_failing_tests_output_names_the_files_as_the_model_knows_them(workspace, env, gemini):

@@ -39,7 +39,7 @@ def test_a_failure_task_is_added_taken_back_and_counted_up_around_every_byte_of_
     gemini.reply(api.answer([("a.py", "a = 1\n")]))
     assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
     tasks.write_bytes(PERSONS)
-    env.update(SEED_FAULT_PAUSE="1", SEED_MEMORY_MB="20")  # too little memory for the seed to start
+    env.update(SEED_FAULT_PAUSE="1", SEED_MEMORY_MB="1")  # too little memory for the seed to start
     assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
     assert outcomes(workspace)[-1].startswith("rolled back: ")
     added = tasks.read_bytes().removeprefix(PERSONS)
