@@ -14,11 +14,11 @@ import os
 import sys
 from pathlib import Path
 
-from . import compare, demo, experiment, export, report as page, snapshots as snap, status
+from . import compare, demo, experiment, export, report as page, snapshots as snap, status, terrarium
 from .console import say
 from .scrub import redact
 from .preflight import check_setup
-from .settings import EX_CONFIG, NAMED, ROOT, SUSPICION, stamp, utc_now
+from .settings import EX_CONFIG, NAMED, ROOT, SUSPICION, guard, stamp, utc_now
 
 VERSION = "2026.11"
 UNJUDGED = {"failed": "a change that failed the checks", "interrupted": "a run's changes that were never checked"}
@@ -216,7 +216,10 @@ def parse_args(argv):
 def use_for_this_run(args):
     """--goal and --model: what .env and goal.md would give, for this run only, before anything reads them."""
     if args.goal:
-        NAMED["goal.md"] = Path(args.goal).resolve()
+        NAMED["goal.md"] = goal = Path(args.goal).resolve()
+        if goal.is_relative_to(ROOT) and goal != ROOT:  # a file of the folder: the person's, as goal.md is
+            guard(goal.relative_to(ROOT).as_posix())
+            terrarium.KEEPER_FILES.add(goal.relative_to(ROOT).as_posix().casefold())  # what a run wrote of it
     if args.model:
         os.environ["OPENAI_MODEL" if os.environ.get("OPENAI_BASE_URL", "").strip() else "GEMINI_MODEL"] = args.model
 

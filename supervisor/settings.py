@@ -197,6 +197,14 @@ def source_of(rel):
     return NAMED.get(rel, ROOT / rel)
 
 
+def guard(rel):
+    """A file of the folder named as this run's goal (--goal FILE) made the person's, as goal.md is: never the
+    codebase's (not snapshotted, shown as code, written by a run or landed)."""
+    for names in (PERSONS, NOT_YOURS, GUARDED):
+        if rel not in names:
+            names.append(rel)
+
+
 def write_atomically(path, data):
     """Write a file whole or not at all: a temporary file under a fresh name of its own length (made with O_EXCL, so
     nothing left under that name is written through), then os.replace."""

@@ -16,7 +16,7 @@ import pytest
 
 import fake_gemini as api
 from conftest import REPO
-from test_fallback import outcomes, run_fallback, run_in_terminal, wait_for
+from test_fallback import outcomes, run_fallback, run_in_terminal, snapshot_files, wait_for
 
 PRETEND = "import runpy, sys; {before}; runpy.run_path('fallback.py', run_name='__main__')"
 
@@ -507,3 +507,23 @@ def test_ctrl_c_at_any_moment_of_the_start_says_no_traceback(workspace, env):
         keeper.send_signal(signal.SIGINT)  # as Ctrl+C
         out, err = keeper.communicate(timeout=60)
         assert keeper.returncode == 130 and "Traceback" not in err, (delay, err, out)
+
+
+# --- the third pass: the goal given for a run, a read-only folder, --status's totals -------------------
+def test_a_goal_file_of_the_folder_is_the_persons_never_shown_as_code_written_or_landed(workspace, env, gemini):
+    goal = "# Ideas\n\nGrow a small todo list, todo.py.\n"
+    (workspace / "ideas.md").write_text(goal)
+    gemini.reply(api.answer([("ideas.md", "# Goal\n\nWhatever the model likes.\n"), ("a.py", "a = 1\n")]))
+    gemini.reply(api.answer([("IDEAS.MD", "# Goal\n\nThe same, by another case.\n"), ("b.py", "b = 1\n")]))
+    done = run_fallback(workspace, env, "--goal", "ideas.md", "--iterations", "2")
+    assert done.returncode == 0, done.stderr
+    assert (workspace / "ideas.md").read_text() == goal and not (workspace / "IDEAS.MD").exists()
+    assert (workspace / "a.py").exists() and (workspace / "b.py").exists()  # the rest of each answer landed
+    for request in gemini.requests:  # sent once, as the goal, never again as a file of the codebase
+        assert json.dumps(request["body"]).count("Grow a small todo list") == 1
+    log = (workspace / "iteration_log.md").read_text()
+    assert "ideas.md" in log and "IDEAS.MD" in log  # each said as the keeper's, not landed
+    index = json.loads((workspace / "backups" / "index.json").read_text())
+    for entry in index["snapshots"]:  # no state kept holds it: going back never writes it
+        assert "a.py" in snapshot_files(workspace, entry["id"]) or entry["id"] == "0001"
+        assert "ideas.md" not in snapshot_files(workspace, entry["id"])
