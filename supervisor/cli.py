@@ -17,7 +17,7 @@ from pathlib import Path
 from . import compare, demo, experiment, export, report as page, snapshots as snap, status, terrarium
 from .console import say
 from .scrub import redact
-from .preflight import check_setup
+from .preflight import check_setup, write_problem
 from .settings import EX_CONFIG, NAMED, ROOT, SUSPICION, guard, stamp, utc_now
 
 VERSION = "2026.11"
@@ -50,9 +50,12 @@ def run_by_hand(args, lock_holder):
         return compare.write_compare(ROOT, [Path(folder) for folder in args.compare])
     if args.materialise:
         entry = snap.find_snapshot(snap.load_index(), args.materialise)
-        return snap.materialise(entry) if entry else no_such_snapshot(args.materialise)
+        problem = write_problem() if entry else None
+        return config_error(problem) if problem else snap.materialise(entry) if entry else \
+            no_such_snapshot(args.materialise)
     writes = not (args.demo or args.models)  # the demo works in a copy; --models only asks
-    problem = None if args.restore or args.reset or args.keep else check_setup(need_key=not args.demo, writes=writes)
+    by_hand = args.restore or args.reset or args.keep  # no key needed: only a folder they can write
+    problem = write_problem() if by_hand else check_setup(need_key=not args.demo, writes=writes)
     if problem:
         return config_error(problem)
     if args.models:

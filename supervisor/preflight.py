@@ -2,6 +2,7 @@
 
     problem = check_setup(need_key=True, writes=True)   # None, or one line: the settings, the key, goal.md and
                                                         # pending_tasks.md, a folder it cannot write
+    problem = write_problem()                           # the last alone: for a command by hand that writes
 
 fallback.py stops on the first problem with that line and exit code 78 (settings.EX_CONFIG), before it asks
 anything or writes anything.
@@ -32,8 +33,12 @@ def check_setup(need_key=True, writes=True):
             "copy .env.example to .env and put your key in it"
         return f"GEMINI_API_KEY is not set: {where} (a free key: https://aistudio.google.com/apikey)"
     problem = steering_problem() if need_key else None
-    if problem or not writes:
-        return problem
+    return problem if problem or not writes else write_problem()
+
+
+def write_problem():
+    """Why nothing can be written in backups/ (a read-only file system, a folder not the person's), as one line;
+    else None. Every command that writes the folder asks first: the loop, --restore, --reset, --keep, --materialise."""
     try:
         BACKUPS.mkdir(exist_ok=True)
         probe = BACKUPS / f".write-test-{os.getpid()}"

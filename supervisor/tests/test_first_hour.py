@@ -527,3 +527,27 @@ def test_a_goal_file_of_the_folder_is_the_persons_never_shown_as_code_written_or
     for entry in index["snapshots"]:  # no state kept holds it: going back never writes it
         assert "a.py" in snapshot_files(workspace, entry["id"]) or entry["id"] == "0001"
         assert "ideas.md" not in snapshot_files(workspace, entry["id"])
+
+
+def read_only(root, env, *args):
+    """fallback.py run with root mounted read-only (a user and mount namespace of its own: root too is refused)."""
+    mount = f"mount --bind {root} {root} && mount -o remount,bind,ro {root} && exec \"$@\""
+    return subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", mount, "sh", sys.executable,
+                           "fallback.py", *args], cwd=root, env=env, capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.skipif(not shutil.which("unshare") or subprocess.run(["unshare", "--user", "--map-root-user", "--mount",
+                                                                   "true"], capture_output=True).returncode != 0,
+                    reason="no user and mount namespaces here")
+@pytest.mark.parametrize("args", [["--restore", "0001"], ["--reset"], ["--keep", "0001"], ["--materialise", "0001"],
+                                  ["--iterations", "1"]])
+def test_a_read_only_folder_is_one_line_and_78_for_every_command_that_writes(workspace, env, gemini, args):
+    gemini.reply(api.answer([("a.py", "a = 1\n")]))
+    assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
+    before = {p: p.stat().st_mtime_ns for p in workspace.rglob("*")}
+    done = read_only(workspace, env, *args)
+    assert done.returncode == 78, done.stdout + done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "Read-only file system" in done.stderr and "make the folder writable" in done.stderr
+    assert {p: p.stat().st_mtime_ns for p in workspace.rglob("*")} == before
+    assert len(gemini.requests) == 1  # the loop asked nothing
