@@ -50,8 +50,9 @@ def score_of(files):
         [sys.executable, "-P", str(SCORING), source, str(channel), str(token)],
         terrarium.clean_env(GEMINI_API_BASE="http://127.0.0.1:9"), SECONDS, rules, cwd=JUDGED,
         pass_fds=(channel, token)))
-    said = next((fact["said"] for fact in heard.facts if "said" in fact), None)
-    tampered = forged(heard, said, output)
+    told = [fact["said"] for fact in heard.facts if "said" in fact]
+    said = told[0] if len(told) == 1 else None
+    tampered = forged(heard, told, output)
     if tampered:
         return {"problem": f"{Failure.TAMPERED.value}: {tampered}", "tampered": tampered, "output": output}
     if code is None:
@@ -63,11 +64,16 @@ def score_of(files):
     return found
 
 
-def forged(heard, said, output):
+def forged(heard, told, output):
     """What shows the scored code reached for the score, or '': lines on the channel that the child did not sign,
-    or a score printed after evaluate.py's own (the last line of the output, where evaluate.py's should be)."""
+    more than one signed verdict (the one scoring.py tells when evaluate.py has run to its end: another came from
+    code that found the means to sign), or a score printed after evaluate.py's own (the last line of the output,
+    where evaluate.py's should be)."""
     if heard.foreign:
         return f"{heard.foreign} line(s) on the score's channel that evaluate.py did not write"
+    if len(told) > 1:
+        return f"{len(told)} signed scores on the score's channel where evaluate.py tells one"
+    said = told[0] if told else None
     lines = [line for line in output.splitlines() if line.strip()]
     last = scores_in(lines[-1]) if lines else None
     if said is not None and last is not None and last != scores_in(said):

@@ -7,10 +7,27 @@ library. When its code has run to its end, the last line it printed through prin
 and is told on the keeper's own channel: descriptor SCORE, the line signed with the token read once from descriptor
 TOKEN (check.teller). What is printed after that (at exit, by a module of the model's, or by a process it left)
 reaches the output and never that channel. Imports only the standard library and check.py, by its path.
+
+The token is held where the scored code cannot read it: this process makes itself non-dumpable (Linux's
+PR_SET_DUMPABLE) before it reads the token, so a process evaluate.py starts (the candidate, run from outside as the
+starter does) can neither read its memory (/proc/PID/mem, process_vm_readv, ptrace) nor open its descriptors
+(/proc/PID/fd/N); the channel is not inherited by anything it starts; and the keeper takes exactly one signed line
+(evaluate.score_of). Code that evaluate.py imports runs in this process and can say what it likes: a score the model
+cannot forge comes from an evaluate.py that runs the candidate as a subprocess.
 """
+import ctypes
 import importlib.util
 import os
 import sys
+
+PR_SET_DUMPABLE = 4  # linux/prctl.h
+
+
+def hold_privately():
+    """No process of the same user may read this one's memory or descriptors from now on (Linux; elsewhere a no-op:
+    macOS's sandbox denies the scored code other processes' memory)."""
+    if sys.platform.startswith("linux") and ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0):
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
 
 
 class LastLine:
@@ -33,6 +50,7 @@ class LastLine:
 
 def main(source, score, token):
     """Run evaluate.py's text as __main__, then tell the last line it printed; exit as it asked to."""
+    hold_privately()
     spec = importlib.util.spec_from_file_location("check", os.path.join(os.path.dirname(__file__), "check.py"))
     check = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(check)
