@@ -3,6 +3,7 @@
     book = writer()                      # the keeper's connection (its only writer), migrating an old workspace
     book.write(row, calls)               # an iteration and its requests, in one transaction
     rows = iterations(root)              # what every view renders: iteration_log.md, the page, --status, the export
+    standing(root)                       # the run's totals and where the codebase stands, for --status
     ledger(root); exchange(root, id)     # usage.json's shape, summed from the requests; a request's bytes
 
 Tables: iterations (one row per iteration: its times, model, outcome kind and text, reason, snapshots, files
@@ -31,7 +32,7 @@ from urllib.request import pathname2url
 from . import tallies
 from .iteration import Outcome
 from .journal import logs_set_aside, telling_lines
-from .ledger import UNREACHED, pacific
+from .ledger import UNREACHED, pacific, reached
 from .scrub import redact
 from .settings import (LOG, LOGS_ASIDE, QUOTA, ROOT, STEERING, TEST_SUPPORT, USAGE, read_stamp, source_of,
                        stamp, tail_of, utc_now)
@@ -471,6 +472,30 @@ def count(root=ROOT):
         return 0
     found = sum(tallies.top(db)[0])
     db.close()
+    return found
+
+
+def standing(root=ROOT):
+    """Where the run stands, for --status: {requests (that may have reached a model), tokens, tests ((passing, at
+    iteration) of the last gate that ran tests), score and best ((score, at iteration) of the last scored landing
+    and of the best), landed (the last landing's row: number, ended, files)}; None for what the record lacks."""
+    books = ledger(root)
+    uses = [use for models in books.values() for use in models.values()]
+    found = {"requests": sum(map(reached, uses)),
+             "tokens": sum(use["prompt"] + use["output"] + use["thinking"] for use in uses)}
+    db = reader(root)
+    if db is None or not {"score", "tests_passing"} <= columns_of(db):  # none, or made before the columns
+        return {**found, "tests": None, "score": None, "best": None, "landed": None}
+    last = "ORDER BY number DESC LIMIT 1"
+    found["tests"] = db.execute(f"SELECT tests_passing, number FROM iterations WHERE tests_passing IS NOT NULL "
+                                f"{last}").fetchone()
+    found["score"] = db.execute(f"SELECT score, number FROM iterations WHERE kind = 'landed' AND score IS NOT NULL "
+                                f"{last}").fetchone()
+    found["best"] = db.execute("SELECT score, number FROM iterations WHERE kind = 'landed' AND score IS NOT NULL "
+                               "ORDER BY score DESC, number LIMIT 1").fetchone()
+    landed = db.execute(f"SELECT number, ended, files FROM iterations WHERE kind = 'landed' {last}").fetchone()
+    db.close()
+    found["landed"] = landed and {"number": landed[0], "ended": landed[1], "files": json.loads(landed[2] or "[]")}
     return found
 
 

@@ -10,10 +10,13 @@ import sys
 from datetime import datetime, timezone
 
 from . import backends, journal, record
+from .console import describe_changes
 from .scrub import printable
 from .ledger import pacific_day, reached
 from .settings import BACKUPS, INDEX, QUOTA, ROOT, load_json
-from .snapshots import current, load_index, retention, run_worked
+from .snapshots import codebase_size, current, load_index, retention, run_worked
+
+KINDS = ("landed", "no change", "rolled back", "tampered", "waiting", "stopped", "other")  # as the run's totals say them
 
 
 def show_status(holder):
@@ -22,20 +25,22 @@ def show_status(holder):
     run = record.identity(ROOT)
     print(f"run: {describe_run(run)}")
     count, rows, told = record.count(ROOT), record.iterations(ROOT, last=5), journal.last_logged_iteration()
+    show_standing(count)
     inherited = run["parent"]["iteration"] if run and run["parent"] else 0  # a fork's log starts with its parent's
     print(f"iterations: {count} recorded" + ("; the last ones:" if rows else "") + (
         f" (iteration_log.md tells of {told}: backups/, which holds the record, was deleted or moved)"
         if not count and told > inherited else ""))
     for row in rows:
         score = f" (score {row['score']:g})" if row["score"] is not None else ""
-        heading = f"Iteration {row['number']} — {row['ended']} — {row['outcome']}{score}"
+        files = f" — {describe_changes(row['files'], 3)}" if row["kind"] == "landed" and row["files"] else ""
+        heading = f"Iteration {row['number']} — {row['ended']} — {row['outcome']}{score}{files}"
         print(f"  {printable(heading)}")
     open_ones = [task for task in journal.parse_tasks(journal.read_tasks()) if not task.done]
     tasks, failures = [task.text for task in open_ones], sum(bool(task.failure) for task in open_ones)
     print(f"pending tasks: {len(tasks)} open ({len(tasks) - failures} yours, {failures} failures remembered: the "
           "page lists them apart)")
     for task in tasks[:5]:
-        print(f"  - {printable(task[:100])}")
+        print(f"  - {printable(cut_at_a_word(task, 100))}")
     today, quota, now = record.ledger(ROOT).get(pacific_day(), {}), load_json(QUOTA), datetime.now(timezone.utc)
     models = backends.chosen_models(os.environ)  # GEMINI_MODEL's, or OPENAI_MODEL's with a server of one's own
     print(f"models today (Pacific day {pacific_day()}):")
@@ -50,6 +55,33 @@ def show_status(holder):
     print(f"backups: {len(index['snapshots'])} snapshot(s), {disk_use(BACKUPS) / 1e6:.1f} MB; {where_it_stands(index)}")
     print(f"  {retention(index)}")
     return 0
+
+
+def show_standing(count):
+    """The run's totals (iterations by outcome, requests, tokens), the codebase as it stands (files, lines, tests
+    passing, the score and its best) and what landed last, by name: three lines from the record's tallies."""
+    kinds, now = record.summary(ROOT, cells=1)["kinds"], record.standing(ROOT)
+    outcomes = ", ".join(f"{kinds[kind]} {kind}" for kind in KINDS if kinds.get(kind))
+    print(f"run so far: {count} iteration(s){': ' + outcomes if outcomes else ''}; {now['requests']} request(s), "
+          f"{now['tokens']:,} tokens")
+    files, lines = codebase_size()
+    tests = f"; tests passing: {now['tests'][0]} (iteration {now['tests'][1]})" if now["tests"] else \
+        "; tests passing: none run yet"
+    score = f"; score {now['score'][0]:g} (iteration {now['score'][1]}), best {now['best'][0]:g} (iteration " \
+        f"{now['best'][1]})" if now["score"] else ""
+    print(f"codebase: {files} file(s), {lines:,} line(s){tests}{score}")
+    if now["landed"]:
+        landed = now["landed"]
+        print(printable(f"last landed: iteration {landed['number']} ({landed['ended']}): "
+                        f"{describe_changes(landed['files'], 5) or 'no file named'}"))
+
+
+def cut_at_a_word(text, most):
+    """The text, or its first words up to `most` characters and an ellipsis: never cut in a word."""
+    if len(text) <= most:
+        return text
+    head = text[:most - 1].rsplit(" ", 1)[0] if " " in text[:most - 1] else text[:most - 1]
+    return head.rstrip(" ,;:") + "…"
 
 
 def describe_run(identity):

@@ -551,3 +551,19 @@ def test_a_read_only_folder_is_one_line_and_78_for_every_command_that_writes(wor
     assert "Read-only file system" in done.stderr and "make the folder writable" in done.stderr
     assert {p: p.stat().st_mtime_ns for p in workspace.rglob("*")} == before
     assert len(gemini.requests) == 1  # the loop asked nothing
+
+
+def test_status_gives_the_runs_totals_the_codebase_as_it_stands_and_what_landed_last_by_name(workspace, env, gemini):
+    (workspace / "evaluate.py").write_text("import json\nprint(json.dumps({'score': len(open('notes.py').read())}))\n")
+    gemini.reply(api.answer([("notes.py", "x = 1\n"), ("tests/test_notes.py", "def test_x():\n    assert True\n")]))
+    gemini.reply(api.answer([("notes.py", "x = 1\nraise SystemExit(3)\n")]))
+    gemini.reply(api.answer([("notes.py", "x = 2\n"), ("tests/test_more.py", "def test_y():\n    assert 1\n")]))
+    assert run_fallback(workspace, env, "--iterations", "3").returncode == 0
+    (workspace / "pending_tasks.md").write_text("# Pending tasks\n\n- [ ] " + "word " * 30 + "\n")
+    out = run_fallback(workspace, env, "--status").stdout
+    assert "run so far: 3 iteration(s): 2 landed, 1 rolled back; 3 request(s), 4,950 tokens" in out, out
+    assert re.search(r"codebase: \d+ file\(s\), [\d,]+ line\(s\); tests passing: 2 \(iteration 3\); score 6 "
+                     r"\(iteration 3\), best 6 \(iteration 1\)", out), out
+    assert re.search(r"last landed: iteration 3 \(.* UTC\): notes\.py \+1 −1, tests/test_more\.py \(new\) \+2 −0", out)
+    assert re.search(r"Iteration 1 — .* — landed: 2 file\(s\) changed \(score 6\) — notes\.py \(new\) \+1 −0", out)
+    assert re.search(r"^  - (word ){18}word…$", out, re.M)  # a long task is cut at a word, and says so
