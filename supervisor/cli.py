@@ -9,6 +9,7 @@ A mistake a person can fix is said in one line (config_error) with exit code 78;
 keeper runs on the folder.
 """
 import argparse
+import difflib
 import errno
 import os
 import sys
@@ -162,8 +163,19 @@ examples:
 """
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, saying after an option it does not know the one it resembles (--iteration: --iterations)."""
+
+    def error(self, message):
+        options = [option for action in self._actions for option in action.option_strings]
+        unknown = message.partition("unrecognized arguments:")[2].split()
+        hints = [f"{close[0]} for {word}" for word in unknown if word.startswith("-")
+                 and (close := difflib.get_close_matches(word.split("=")[0], options, 1, 0.6))]
+        super().error(message + (f" (did you mean {', '.join(hints)}?)" if hints else ""))
+
+
 def parse_args(argv):
-    parser = argparse.ArgumentParser(description="Run seed.py over and over, keeping the codebase alive.",
+    parser = Parser(description="Run seed.py over and over, keeping the codebase alive.",
                                      epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"seed {VERSION} (fallback.py)")
     parser.add_argument("--iterations", type=int, default=0, metavar="N",
@@ -177,7 +189,7 @@ def parse_args(argv):
     parser.add_argument("--model", metavar="NAME[,NAME]", help="for this run, the model(s) to ask, best first, "
                         "instead of GEMINI_MODEL (or OPENAI_MODEL with a server of your own)")
     by_hand = parser.add_mutually_exclusive_group()
-    by_hand.add_argument("--demo", action="store_true", help="watch a few iterations against a scripted model "
+    by_hand.add_argument("--demo", action="store_true", help="watch three iterations against a scripted model "
                                                             "in a throwaway copy (no key, no network) and exit")
     by_hand.add_argument("--status", action="store_true", help="show the keeper, the last iterations, pending "
                                                               "tasks, today's use of each model and backups, and exit")

@@ -162,7 +162,7 @@ def render_goal(goal):
     """goal.md as a person wrote it, its Markdown rendered: headings, lists, code, emphasis, links; all escaped."""
     goal = re.sub(r"\A\s*#\s*Goal\s*\n", "", goal, flags=re.I)  # its own "# Goal" heading: the section has one
     html_ = markdown(goal) if goal.strip() else "<p>(goal.md is empty)</p>"
-    return f'<section id="goal"><h2>Goal</h2><div class="goal">{html_}</div></section>'
+    return f'<section id="goal"><h2>Goal</h2><div class="goal" dir="auto">{html_}</div></section>'
 
 
 def markdown(text):
@@ -474,11 +474,18 @@ def render_card(section, diff, unfolded, exchanges=False):
             f'{" open" if unfolded else ""}>{summary}<div>{body}</div></details>')
 
 
+def took(latency):
+    """How long a request took, as the page says it: milliseconds under a second; a dash for one cut short."""
+    if latency is None:
+        return "—"
+    return f"{latency:.1f} s" if latency >= 1 else f"{latency * 1000:.0f} ms"
+
+
 def render_exchanges(section):
     """The iteration's requests (model, kind, tokens, latency, waste) and the command that shows each prompt as sent
     and answer as received: the page holds none of the model's text that did not land."""
     rows = "".join(f'<tr><td>{request}</td><td><code>{esc(model)}</code></td><td>{esc(kind)}</td>'
-                   f'<td class="num">{prompt + output + thinking:,}</td><td class="num">{latency or 0:.1f} s</td>'
+                   f'<td class="num">{prompt + output + thinking:,}</td><td class="num">{took(latency)}</td>'
                    f'<td>{esc(wasted or "")}</td></tr>'
                    for request, model, kind, prompt, output, thinking, latency, wasted
                    in record.requests_of(section["root"], section["number"]))

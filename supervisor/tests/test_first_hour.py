@@ -567,3 +567,26 @@ def test_status_gives_the_runs_totals_the_codebase_as_it_stands_and_what_landed_
     assert re.search(r"last landed: iteration 3 \(.* UTC\): notes\.py \+1 −1, tests/test_more\.py \(new\) \+2 −0", out)
     assert re.search(r"Iteration 1 — .* — landed: 2 file\(s\) changed \(score 6\) — notes\.py \(new\) \+1 −0", out)
     assert re.search(r"^  - (word ){18}word…$", out, re.M)  # a long task is cut at a word, and says so
+
+
+@pytest.mark.parametrize("args, says", [(["--iteratoins", "3"], "did you mean --iterations for --iteratoins?"),
+                                        (["--stauts"], "did you mean --status for --stauts?"),
+                                        (["--timeuot=5"], "did you mean --timeout for --timeuot=5?")])
+def test_a_misspelt_option_is_answered_with_the_one_it_resembles(workspace, env, gemini, args, says):
+    done = run_fallback(workspace, env, *args)
+    assert done.returncode == 2 and says in done.stderr and gemini.requests == [], done.stderr
+
+
+def test_an_unknown_option_like_none_gets_no_guess_and_help_says_three_demo_iterations(workspace, env):
+    done = run_fallback(workspace, env, "--bogus")  # the attack on the guess: nothing near it is offered
+    assert done.returncode == 2 and "did you mean" not in done.stderr
+    assert "watch three iterations" in run_fallback(workspace, env, "--help").stdout
+
+
+def test_the_page_says_a_requests_time_in_ms_and_a_right_to_left_goal_reads_right_to_left(workspace, env, gemini):
+    (workspace / "goal.md").write_text("# Goal\n\nאפליקציה קטנה לניהול פתקים, notes.py, עם בדיקות.\n")
+    gemini.reply(api.answer([("a.py", "a = 1\n")]))
+    assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
+    page = (workspace / "report.html").read_text()
+    assert '<div class="goal" dir="auto">' in page
+    assert "0.0 s</td>" not in page and re.search(r'<td class="num">\d+ ms</td>', page)
