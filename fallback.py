@@ -23,7 +23,8 @@ import sys
 # before `os` may be looked up on the path (python -S has not loaded it yet); then every entry that is this folder by
 # another name. (The names themselves are refused at landing: gate.shadowing.)
 HERE = __file__.rpartition("/")[0] or "."
-sys.path[:] = [p for p in sys.path[1 if __name__ == "__main__" and not getattr(sys.flags, "safe_path", 0) else 0:] if p and p != HERE]
+FIRST = 1 if __name__ == "__main__" and not getattr(sys.flags, "safe_path", 0) else 0  # the script's folder, put first
+sys.path[:] = [p for p in sys.path[FIRST:] if p and p != HERE]
 
 import os  # noqa: E402  (every import comes after the lines above)
 

@@ -97,12 +97,12 @@ def gate(changes, files, before=None, full=False):
     broken = [compile_error(rel, files[rel]) for rel, kind, *_ in changes if rel.endswith(".py") and kind != "deleted"]
     if any(broken):
         return Verdict(Failure.COMPILE, output="\n".join(b for b in broken if b))
-    taken = [name for rel, kind, *_ in changes if kind != "deleted" and (name := taken_name(rel))]
-    if taken:
-        return Verdict(Failure.TAKEN, ", ".join(taken), TAKEN_RULE)
     refused = source.refused(files)  # before any of the model's code runs
     if refused:
         return Verdict(Failure.TAMPERED, refused, source.RULE)
+    taken = [name for rel, kind, *_ in changes if kind != "deleted" and (name := taken_name(rel))]
+    if taken:
+        return Verdict(Failure.TAKEN, ", ".join(taken), TAKEN_RULE)
     empty = [rel for rel, kind, *_ in changes if kind == "new" and TEST_FILE.fullmatch(rel)
              and not source.may_hold_tests(files[rel])]
     if empty:

@@ -931,12 +931,17 @@ SHADOWING = [("json.py", '"""the model\'s own json"""\nVALUE = 1\n'), ("tempfile
              ("email/__init__.py", "VALUE = 1\n")]
 
 
-def test_modules_named_like_the_standard_library_hijack_nothing(workspace, env, gemini):
-    gemini.reply(api.answer(SHADOWING + good_change("notes")))
+def test_modules_named_like_the_standard_library_in_the_folder_hijack_nothing(workspace, env, gemini):
+    """The person's own (or landed before such names were refused: test_startup): the keeper, the seed and the gate's
+    checks each still use the real json, tempfile and email."""
+    for rel, text in SHADOWING:
+        (workspace / rel).parent.mkdir(exist_ok=True)
+        (workspace / rel).write_text(text)
+    gemini.reply(api.answer(good_change("notes")))
     gemini.reply(api.answer(good_change("later")))
     done = run_fallback(workspace, env, "--iterations", "2")
     assert done.returncode == 0, done.stderr
-    assert outcomes(workspace) == ["landed: 5 file(s) changed", "landed: 2 file(s) changed"]
+    assert outcomes(workspace) == ["landed: 2 file(s) changed", "landed: 2 file(s) changed"]
     assert (workspace / "json.py").exists() and (workspace / "later.py").exists()
     status = run_fallback(workspace, env, "--status")
     assert status.returncode == 0 and "iterations: 2 recorded" in status.stdout, status.stderr

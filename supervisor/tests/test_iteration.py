@@ -69,24 +69,53 @@ def test_a_seed_that_crashes_where_it_never_ran_well_walks_back_to_the_last_know
     assert "- [ ] Iteration 3 was rolled back: seed.py crashed (exit 1)" in (k.root / "pending_tasks.md").read_text()
 
 
-def test_a_crash_where_the_seed_once_ran_well_is_the_worlds_and_waits_a_little_longer_each_time(keeper):
+OUT_OF_MEMORY = "Traceback (most recent call last):\n  File \"seed.py\", line 3, in main\nMemoryError\n"
+
+
+def test_a_crash_where_the_seed_once_ran_well_with_a_cause_seen_outside_is_the_worlds_and_waits_longer_each_time(
+        keeper):
     k, memory = keeper, keeper.iteration.Memory()
     good = landed(k, "NOTES = ['kept']\n", 2, good=True)
-    first = k.iteration.settle(3, k.index, good, crash(k), memory)
-    second = k.iteration.settle(4, k.index, good, crash(k), memory)
+    first = k.iteration.settle(3, k.index, good, crash(k, OUT_OF_MEMORY), memory)
+    second = k.iteration.settle(4, k.index, good, crash(k, OUT_OF_MEMORY), memory)
     assert first.outcome is second.outcome is k.iteration.Outcome.WAITING and first.until < second.until
     assert first.headline().endswith("seed.py crashed (exit 1) at the last known-good state too")
-    assert "cause is outside the code" in first.reason and "ValueError: broke" in first.reason
+    assert "memory ran out (the machine's, or SEED_MEMORY_MB): the cause is outside the code" in first.reason
     assert (k.root / "notes.py").read_text() == "NOTES = ['kept']\n" and not memory.bad
     assert "rolled back" not in (k.root / "pending_tasks.md").read_text()  # no task for the model
+
+
+def test_a_crash_where_the_seed_once_ran_well_after_its_python_changed_is_the_worlds(keeper):
+    """The state recorded what it ran well with; the limits a run gets are not what they were."""
+    k, memory = keeper, keeper.iteration.Memory()
+    good = landed(k, "NOTES = ['kept']\n", 2, good=True)
+    good["world"] = {**k.iteration.blame.world(), "python": "3.11.0 at /usr/bin/python3.11"}
+    result = k.iteration.settle(3, k.index, good, crash(k), memory)
+    assert result.outcome is k.iteration.Outcome.WAITING
+    assert "ValueError: broke; the same happens at the last known-good state, and the Python interpreter (3.11.0 at " \
+           "/usr/bin/python3.11 then" in result.reason
+
+
+def test_a_crash_where_the_seed_once_ran_well_with_nothing_seen_outside_is_the_codes_a_task_and_no_walk_back(keeper):
+    """A seed that depends on the date fails where it once ran well; nothing outside the code changed: the model is
+    told, the landed work stays, and the loop goes on (it used to wait here forever)."""
+    k, memory = keeper, keeper.iteration.Memory()
+    good = landed(k, "NOTES = ['kept']\n", 2, good=True)
+    good["world"] = k.iteration.blame.world()
+    result = k.iteration.settle(3, k.index, good, crash(k), memory)
+    assert result.outcome is k.iteration.Outcome.ROLLED_BACK and result.restored == good["id"] and not memory.bad
+    assert (k.root / "notes.py").read_text() == "NOTES = ['kept']\n"
+    tasks = (k.root / "pending_tasks.md").read_text()
+    assert "- [ ] Iteration 3 was rolled back: seed.py crashed (exit 1). It fails the same way at the last known-good " \
+           "state, and nothing outside the code changed" in tasks and "ValueError: broke" in tasks
 
 
 def test_a_failure_shown_to_be_the_worlds_undoes_the_walk_back_it_began_and_takes_back_its_task(keeper):
     k, memory = keeper, keeper.iteration.Memory()
     fresh = landed(k, "NOTES = ['new']\n", 2)
-    k.iteration.settle(3, k.index, fresh, crash(k), memory)  # walked back to genesis, where it once ran well
+    k.iteration.settle(3, k.index, fresh, crash(k, OUT_OF_MEMORY), memory)  # walked back to genesis, known good
     assert (k.root / "notes.py").read_text() == "NOTES = []\n"
-    result = k.iteration.settle(4, k.index, k.genesis, crash(k), memory)  # the same there: the world's
+    result = k.iteration.settle(4, k.index, k.genesis, crash(k, OUT_OF_MEMORY), memory)  # the same there: the world's
     assert result.outcome is k.iteration.Outcome.WAITING and result.restored == fresh["id"]
     assert (k.root / "notes.py").read_text() == "NOTES = ['new']\n"
     assert "was rolled back" not in (k.root / "pending_tasks.md").read_text()
