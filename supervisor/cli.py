@@ -236,5 +236,6 @@ def use_for_this_run(args):
             guard(goal.relative_to(ROOT).as_posix())
             terrarium.KEEPER_FILES.add(goal.relative_to(ROOT).as_posix().casefold())  # what a run wrote of it
     if args.model:
+        NAMED["--model"] = args.model  # the advice on a model that cannot be asked names the option, not .env
         os.environ["OPENAI_MODEL" if os.environ.get("OPENAI_BASE_URL", "").strip() else "GEMINI_MODEL"] = args.model
 

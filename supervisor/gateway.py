@@ -40,7 +40,7 @@ from .answers import CHARS_PER_TOKEN, MARGIN, TOKEN_FIELDS
 from .ledger import Books, next_pacific_midnight, utc_now
 from .models import FEATURES, Models
 from .outcomes import Kind, MovedOn, Reply, Retry, refusal, stopping, unusable, waiting
-from .settings import KEY_SHAPES
+from .settings import KEY_SHAPES, NAMED
 
 # --- settings ---------------------------------------------------------------------------------
 STEERING_ROOM = 2_000     # tokens a prompt needs besides the person's goal and tasks: the seed's rules (about
@@ -234,8 +234,13 @@ class Gateway:
             return {"wait_until": min(until for until, _ in waits), "why": "; ".join(why for _, _, why in hindrances)}
         models_to_fix = any(kind != "steering" for kind, _, _ in hindrances)
         stop = {"stop": f"no usable model: {'; '.join(why for _, _, why in hindrances)}."
-                        + (" " + self.backend.model_help.format(quota=self.books.quota_path) if models_to_fix else "")}
+                        + (" " + self.model_help() if models_to_fix else "")}
         return stop if models_to_fix else {**stop, "steering": True}  # only the person's goal and tasks keep them out
+
+    def model_help(self):
+        """How to name models that can be asked: with --model when this run's came from it, not from .env."""
+        helped = self.backend.model_help.format(quota=self.books.quota_path)
+        return re.sub(r"^Set \w+ in \.env to", "Give --model", helped) if NAMED.get("--model") else helped
 
     def choose(self, run, tokens, tried):
         """The model to ask: the run's, else the first in the list not tried, spent or gone, that the prompt fits."""

@@ -134,7 +134,7 @@ NOT_YOURS = [*KEEPER, *PERSONS]  # what the model may not write, besides any nam
 GUARDED = [rel for rel in NOT_YOURS if not rel.endswith("/")]  # files that are never the codebase's, by any case
 CACHES = {"__pycache__", "node_modules", "venv"}  # folders a run or a person's tools make: not the codebase
 NOT_CODE = {rel.rstrip("/") for rel in NOT_YOURS if rel.endswith("/")} | CACHES  # folders that are not the codebase
-NAMED = {}  # a steering file named on the command line for one run (--goal FILE): {"goal.md": its path}
+NAMED = {}  # what the command line named for one run: {"goal.md": --goal's path, "--model": --model's names}
 FULL_GATE_EVERY = number("SEED_FULL_GATE_EVERY", 10, 1)  # landings on a selection of the tests before all run again
 PARALLEL_FROM = number("SEED_PARALLEL_FROM", 40, 1)  # test files from which a gate runs them in two processes
 # at once, on two cores or more (a failure there is confirmed by running them all in one)

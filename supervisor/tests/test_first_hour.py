@@ -590,3 +590,16 @@ def test_the_page_says_a_requests_time_in_ms_and_a_right_to_left_goal_reads_righ
     page = (workspace / "report.html").read_text()
     assert '<div class="goal" dir="auto">' in page
     assert "0.0 s</td>" not in page and re.search(r'<td class="num">\d+ ms</td>', page)
+
+
+def test_a_mistyped_model_given_with_the_option_is_advised_on_the_option_not_dotenv(workspace, env, gemini):
+    gemini.reply(api.model_gone("gemini-3.5-flahs"))
+    done = run_fallback(workspace, env, "--iterations", "1", "--model", "gemini-3.5-flahs")
+    said = done.stdout + done.stderr
+    assert "gemini-3.5-flahs: not found" in said and "Give --model models this key can call" in said, said
+    assert "in .env" not in said
+    gemini.reply(api.model_gone("gemini-3.5-flahs"))  # the same name from .env: .env is named
+    env["GEMINI_MODEL"] = "gemini-3.5-flahs"
+    (workspace / "backups" / "quota.json").unlink()
+    again = run_fallback(workspace, env, "--iterations", "1")
+    assert "Set GEMINI_MODEL in .env to models this key can call" in again.stdout + again.stderr
