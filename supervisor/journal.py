@@ -192,9 +192,17 @@ ASIDE = re.compile(rb"^Iterations up to (\d{1,15}) are in ", re.M)  # the line a
 SET_ASIDE = re.compile(r"iteration_log-(\d+)-\d+\.md")  # a log set aside, by its first and last iteration
 
 
+TASKS_HEAD = ("# Pending tasks\n\nOpen tasks come first in every prompt, oldest first. Add one as a line `- [ ] what to "
+              "do`; the keeper\nticks it (`- [x]`) when an answer that finishes it has passed, and adds a task for "
+              "every failure.\n\n")
+
+
 def start_log():
     """Begin iteration_log.md if there is none: the one a set-aside killed between its two moves began, if any (the
-    catch-up reads where it left off there, and not from the first iteration)."""
+    catch-up reads where it left off there, and not from the first iteration); and pending_tasks.md, with how to
+    use it. Neither is in git: a clone stays clean after its first run, and pulls the keeper without a conflict."""
+    if not TASKS.exists():
+        write_atomically(TASKS, TASKS_HEAD.encode())
     if LOG.exists():
         return
     if (LOGS_ASIDE / "next.md").is_file():

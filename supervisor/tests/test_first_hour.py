@@ -603,3 +603,20 @@ def test_a_mistyped_model_given_with_the_option_is_advised_on_the_option_not_dot
     (workspace / "backups" / "quota.json").unlink()
     again = run_fallback(workspace, env, "--iterations", "1")
     assert "Set GEMINI_MODEL in .env to models this key can call" in again.stdout + again.stderr
+
+
+def test_the_log_and_the_tasks_are_made_at_the_first_start_and_git_ignores_them(env, gemini, tmp_path):
+    from test_fallback import a_fresh_clone
+    clone = a_fresh_clone(tmp_path)
+    assert not (clone / "pending_tasks.md").exists() and not (clone / "iteration_log.md").exists()
+    ignored = subprocess.run(["git", "-C", str(REPO), "check-ignore", "--no-index", "iteration_log.md",
+                              "pending_tasks.md"], capture_output=True, text=True)
+    assert ignored.stdout.split() == ["iteration_log.md", "pending_tasks.md"]  # a clone stays clean after a run
+    gemini.reply(api.answer([("a.py", "a = 1\n")]))
+    assert run_fallback(clone, env, "--iterations", "1").returncode == 0
+    assert (clone / "pending_tasks.md").read_text().startswith("# Pending tasks\n\nOpen tasks come first")
+    assert "## Iteration 1 — " in (clone / "iteration_log.md").read_text()
+    (clone / "pending_tasks.md").write_text("- [ ] mine\n")  # the attack: a person's file is never made anew
+    gemini.reply(api.answer([("b.py", "b = 1\n")]))
+    assert run_fallback(clone, env, "--iterations", "1").returncode == 0
+    assert (clone / "pending_tasks.md").read_text().startswith("- [ ] mine\n")
