@@ -46,6 +46,10 @@ FILES = ["seed.py", "fallback.py", ".env.example", "supervisor/tests/conftest.py
          *sorted(p.relative_to(REPO).as_posix() for p in (REPO / "supervisor").glob("*.py"))]
 VENVS = {"litellm": ["litellm[proxy]", "openai", "google-genai"], "llama": ["llama-cpp-python[server]", "gguf"]}
 TINY = "tiny"  # the llama-cpp-python model's alias
+PORTABLE = "-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON"  # llama.cpp
+# built for any x86-64 of the last decade, never -march=native: on a virtual machine whose CPU lists AMX that the
+# kernel does not grant, a native build traps at the first request; pip's wheel cache is off (it keys by version,
+# not by these flags, and would hand back a native wheel)
 results, notes = [], []
 
 
@@ -61,8 +65,8 @@ def venv(cache, name, packages=None):
     if missing:
         print(f"installing {' '.join(packages)} into {cache / name} (llama-cpp-python builds from source the first time: minutes)",
               flush=True)
-        subprocess.run([str(python), "-m", "pip", "install", "-q", *packages], check=True,
-                       env={**os.environ, "CMAKE_BUILD_PARALLEL_LEVEL": str(os.cpu_count() or 2)})
+        subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-cache-dir", *packages], check=True,
+                       env={**os.environ, "CMAKE_BUILD_PARALLEL_LEVEL": str(os.cpu_count() or 2), "CMAKE_ARGS": PORTABLE})
     return python
 
 
