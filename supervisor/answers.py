@@ -33,10 +33,11 @@ NUMBER, WHOLE, TEXT, SCHEMA = (int, float), int, str, dict
 CONFIG = {"responseMimeType": TEXT, "responseSchema": SCHEMA, "responseJsonSchema": SCHEMA, "temperature": NUMBER,
           "topP": NUMBER, "topK": WHOLE, "maxOutputTokens": WHOLE, "candidateCount": WHOLE, "seed": WHOLE}
 MIME_TYPES = ("application/json", "text/plain")
-LAZY = re.compile(r"^\s*(?:#|//|/\*|<!--|[\"'])?\s*(?:(?:\.\.\.|…)\s*(?:#|//)?\s*[(\[]?\s*"
+LAZY = re.compile(r"^[ \t]*(?:(?:#|//|/\*|<!--|[\"'])[ \t]*)?(?:(?:\.\.\.|…)[ \t]*(?:(?:#|//)[ \t]*)?(?:[(\[][ \t]*)?"
                   r"(?:existing|rest|remaining|previous|unchanged|same|other|more|original)\b"
                   r"|[(\[]?(?:rest of|remaining)\b.*\b(?:unchanged|as before|the same|omitted)"
-                  r"|(?:your|the|more|other) code (?:goes )?here\b)", re.I | re.M)
+                  r"|(?:your|the|more|other) code (?:goes )?here\b)", re.I | re.M)  # within a line, each space run
+# taken by one quantifier: linear on any text (with \s* side by side, a few hundred blank lines took minutes)
 ANSWER_ONLY = "Answer with only the JSON object, with no Markdown fence and no words before or after it."
 SHAPE = ('not a generateContent request: {"systemInstruction": {"parts": [{"text": "..."}]}, "contents": '
          '[{"role": "user", "parts": [{"text": "..."}]}], "generationConfig": {...}}')
@@ -135,22 +136,20 @@ def estimate_tokens(body):
     return (texts + len(json.dumps(body.get("generationConfig") or {}))) // CHARS_PER_TOKEN
 
 
-def adapt(request, facts, answer="json", mending="", warmth=None):
-    """The body for a model: what it accepts, in the answer format asked of its backend ("json": the schema, as
-    strict JSON mode or folded into the text; "files": formats.FILES_FORMAT, after `mending`, the last answer
-    rolled back), the rest folded into the text; the output limit clamped to the largest a model gives; the
-    temperature `warmth` unless the request asks one."""
+def adapt(request, facts, answer="json"):
+    """The body for a model, the wire adaptation alone (what the seed asked, never more content, never another
+    sampling): what the model accepts, in the answer format asked of its backend ("json": the schema, as strict
+    JSON mode or folded into the text; "files": formats.FILES_FORMAT), the rest folded into the text; the output
+    limit clamped to the largest a model gives."""
     body = {"contents": copy.deepcopy(request["contents"])}
     config = dict(request.get("generationConfig") or {})
-    if warmth is not None and "temperature" not in config:
-        config["temperature"] = warmth
     if isinstance(config.get("maxOutputTokens"), int):
         config["maxOutputTokens"] = max(1, min(config["maxOutputTokens"], MAX_OUTPUT))
     wants_json = config.get("responseMimeType") == "application/json"
     if wants_json and (answer == "files" or not facts["json_mode"]):
         taken = {name: config.pop(name, None) for name in ("responseMimeType", "responseSchema", "responseJsonSchema")}
         schema = taken["responseSchema"] or taken["responseJsonSchema"]
-        fold(body["contents"][-1], "\n\n".join([*filter(None, [mending]), FILES_FORMAT]) if answer == "files" else
+        fold(body["contents"][-1], FILES_FORMAT if answer == "files" else
              ANSWER_ONLY + (f" It follows this schema: {json.dumps(schema)}" if schema else ""), first=False)
     system = request.get("systemInstruction")
     texts = [part["text"] for part in (system or {}).get("parts", [])]

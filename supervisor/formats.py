@@ -9,9 +9,15 @@ Either returns the answer and "" when it came whole, the answer and what broke w
 raises a ValueError whose message is the parser's own error and where. Small models write code in JSON
 strings badly (invalid escapes, raw newlines, triple-quoted strings: measured with bench/real_model.py); the
 plain-text shape needs no escaping, and the prompt already shows files in it.
+
+Every pattern here runs in linear time on any text (no two quantifiers side by side that could take the same
+characters, none that reaches past a line where a line is meant), fences are found in one pass over the lines,
+and the JSON decodings tried from each opening together read at most READS times the answer's length: an answer
+is untrusted, and a few hundred blank lines once froze the keeper.
 """
 import json
 import re
+from collections import namedtuple
 
 MAX_TASKS = 10
 PLACEHOLDER = "path/of/the/file.py"  # FILES_FORMAT's example path: an answer's file there never lands
@@ -28,10 +34,13 @@ the complete new text of the file, as it is (no escaping, no Markdown fence)
 A test file imports what it tests from the module that defines it, and imports every module it uses."""
 FILE_TAG = re.compile(r"""<file\s+path\s*=\s*["']([^"'\n<>]{1,500})["']\s*>""")
 CLOSE_TAG = "</file>"
-FENCE = re.compile(r"^```[^\n`]*\n(.*?)^```[ \t]*$", re.M | re.S)
 PATH_WORD = re.compile(r"(?<![\w/.-])((?:[\w-]+/)*[\w-][\w.-]*\.[A-Za-z0-9]{1,8})(?![\w/-])")
-TASK_LINE = re.compile(r"^\s*(?:[-*•]|\d{1,2}[.)])\s+(.+?)\s*$", re.M)
-DONE_LINE = re.compile(r"^\W*done\W*?:\s*(.*)$", re.I | re.M)
+TASK_LINE = re.compile(r"^[^\S\n]*(?:[-*•]|\d{1,2}[.)])[^\S\n]+(\S.*)", re.M)  # its text, line-end spaces kept
+DONE_LINE = re.compile(r"^[^\w\n]*done[^\w\n]*?:(.*)", re.I | re.M)
+JSON_OPENING = re.compile(r'\{\s*"(?:tasks|done|files)"')
+FILE_OBJECT = re.compile(r'\{\s*"path"\s*:')
+READS = 4  # times an answer's length that the JSON decodings tried from all its openings may read together
+Fence = namedtuple("Fence", "start content before")  # a fenced block: where, its text, the last line before it
 
 
 def mending(why, lines, files, room):
@@ -53,22 +62,17 @@ def mending(why, lines, files, room):
 def read_json(text, prompt=""):
     """The answer object in the text (behind a fence or prose; never one the prompt itself holds), with the whole
     files of a broken one salvaged; a ValueError with the parser's error and where."""
-    decoder, error, odd, echoed = json.JSONDecoder(), None, None, False
-    for start in re.finditer(r'\{\s*"(?:tasks|done|files)"', text):
-        try:
-            value, end = decoder.raw_decode(text, start.start())
-        except json.JSONDecodeError as why:
-            error = error or why
+    error, odd, echoed = None, None, False
+    for start, value, end in decodings(text, JSON_OPENING):
+        if end is None:
+            error = error or value
             continue
-        except RecursionError:  # nested deeper than Python's parser goes: the answer's fault, said as such
-            error = error or json.JSONDecodeError("nested deeper than can be read", text, start.start())
-            continue
-        if prompt and text[start.start():end] in prompt:
+        if prompt and text[start:end] in prompt:
             echoed = True  # the rules' example, or a file of the codebase, sent back
             continue
         if answer := as_answer(value):
             return answer, ""
-        odd = odd or start.start()
+        odd = odd or start
     found = salvage_json(text, prompt)
     problem = f"not valid JSON: {describe(error, text)}" if error else \
         f"JSON, but no list of tasks and list of files of {{path, content}} in it ({where(text, odd)})" \
@@ -77,6 +81,29 @@ def read_json(text, prompt=""):
     if found:
         return found, problem
     raise ValueError(problem)
+
+
+def decodings(text, opening):
+    """(start, value, end) of the JSON value decoded at each place `opening` finds, or (start, the JSONDecodeError,
+    None) where none decodes; stopped once they have read READS times the text's length together (openings nested
+    in an answer that never closes would each read to its end, and each error counts its line from the start: the
+    answer's length squared)."""
+    decoder, left = json.JSONDecoder(), READS * len(text)
+    for start in (match.start() for match in opening.finditer(text)):
+        if left < 0:
+            return
+        try:
+            value, end = decoder.raw_decode(text, start)
+        except json.JSONDecodeError as why:
+            left -= why.pos + 1  # its line and column were counted from the text's start
+            yield start, why, None
+            continue
+        except RecursionError:  # nested deeper than Python's parser goes: the answer's fault, said as such
+            left -= len(text)
+            yield start, json.JSONDecodeError("nested deeper than can be read", text, start), None
+            continue
+        left -= end - start
+        yield start, value, end
 
 
 def where(text, position):
@@ -94,13 +121,9 @@ def describe(error, text):
 def salvage_json(text, prompt):
     """The tasks and every {path, content} object that decodes whole, wherever the answer breaks; None if none."""
     decoder, files, tasks = json.JSONDecoder(), {}, []
-    for start in re.finditer(r'\{\s*"path"\s*:', text):
-        try:
-            item, end = decoder.raw_decode(text, start.start())
-        except (ValueError, RecursionError):
-            continue
-        if isinstance(item, dict) and isinstance(item.get("path"), str) and isinstance(item.get("content"), str) \
-                and not (prompt and text[start.start():end] in prompt):
+    for start, item, end in decodings(text, FILE_OBJECT):
+        if end is not None and isinstance(item, dict) and isinstance(item.get("path"), str) and \
+                isinstance(item.get("content"), str) and not (prompt and text[start:end] in prompt):
             files.setdefault(item["path"], item["content"])
     match = re.search(r'"tasks"\s*:\s*(?=\[)', text)
     try:
@@ -130,11 +153,11 @@ def read_files(text):
     """The tasks, done numbers and files of a plain-text answer: <file path="..."> blocks, else a path followed by
     a fenced block (the shape many models fall into); a ValueError saying what the text lacks."""
     files, broken = file_blocks(text)
-    files = files or ([] if broken else fenced_files(text))
-    first = min([m.start() for m in FILE_TAG.finditer(text)] + [m.start() for m in FENCE.finditer(text)] + [len(text)])
-    head = text[:first]
+    blocks = fences(text)
+    files = files or ([] if broken else fenced_files(blocks))
+    head = text[:min([m.start() for m in FILE_TAG.finditer(text)] + [fence.start for fence in blocks] + [len(text)])]
     done_line = DONE_LINE.search(head)
-    tasks = [m.group(1) for m in TASK_LINE.finditer(head) if not DONE_LINE.match(m.group(0)) and
+    tasks = [m.group(1).rstrip() for m in TASK_LINE.finditer(head) if not DONE_LINE.match(m.group(0)) and
              re.search(r"\w", m.group(1))]
     answer = {"tasks": tasks[:MAX_TASKS], "files": files,
               "done": [int(n) for n in re.findall(r"\d+", done_line.group(1))][:50] if done_line else []}
@@ -148,11 +171,12 @@ def read_files(text):
 def file_blocks(text):
     """([{path, content}] of the blocks closed by </file> (or by their fence alone), [what was wrong with each])."""
     files, broken, by_fence, tags = [], [], [], list(FILE_TAG.finditer(text))
+    line, counted = 1, 0
     for n, tag in enumerate(tags):
-        end = text.find(CLOSE_TAG, tag.end())
         following = tags[n + 1].start() if n + 1 < len(tags) else len(text)
-        path, line = tag.group(1).strip(), text[:tag.start()].count("\n") + 1
-        if 0 <= end < following:
+        end = text.find(CLOSE_TAG, tag.end(), following)
+        path, line, counted = tag.group(1).strip(), line + text.count("\n", counted, tag.start()), tag.start()
+        if end >= 0:
             files.append({"path": path, "content": unwrap(text[tag.end():end], fenced=not path.endswith(".md"))})
         elif fenced := whole_fence(text[tag.end():following], strict=path.endswith(".md")):
             files.append({"path": path, "content": fenced})  # a small model's habit: the fence closed, not the tag
@@ -176,14 +200,29 @@ def whole_fence(block, strict):
     return content if content.strip() else None
 
 
-def fenced_files(text):
+def fences(text):
+    """[Fence] of each fenced block, found in one pass over the lines: a line that opens with ``` (and no other
+    backtick) and ends with a line break, to the next line that is ``` alone (spaces after it may follow); `before`,
+    the last line before it that says something."""
+    found, opened, before, start = [], None, "", 0
+    for line in text.split("\n"):
+        end = start + len(line)
+        if opened and line.startswith("```") and not line[3:].strip(" \t"):
+            found.append(Fence(opened[0], text[opened[1]:start], opened[2]))
+            opened = None
+        elif not opened and line.startswith("```") and "`" not in line[3:] and end < len(text):
+            opened = (start, end + 1, before)
+        before, start = line if line.strip() else before, end + 1
+    return found
+
+
+def fenced_files(blocks):
     """Files written as a line naming the path, then a fenced block: [{path, content}]."""
     files = []
-    for fence in FENCE.finditer(text):
-        before = [line for line in text[:fence.start()].splitlines() if line.strip()]
-        paths = PATH_WORD.findall(re.sub(r"[`*]", " ", before[-1])) if before else []
+    for fence in blocks:
+        paths = PATH_WORD.findall(re.sub(r"[`*]", " ", fence.before))
         if paths:
-            files.append({"path": paths[0], "content": fence.group(1)})  # "app.py in the same folder as seed.py"
+            files.append({"path": paths[0], "content": fence.content})  # "app.py in the same folder as seed.py"
     return files
 
 
