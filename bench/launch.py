@@ -4,9 +4,10 @@
     python bench/launch.py --launches 100
 
 Each kind launches `python -c pass` through supervisor/sandbox.py's launcher as the keeper does (the seed's
-policy: Landlock, the gateway's port; the gate's: its own servers), in a throwaway working copy, with a
-loopback server standing in for the gateway. Rows: plain `python -c pass`; the seed's and the gate's policy
-without namespaces; the same with namespaces (user, PID, mount, network, a private /dev/shm, the relay); and
+policy: Landlock, the gateway's port; the gate's: its own servers; both, the system call filter), started in
+sandbox.START and entering a throwaway working copy, with a loopback server standing in for the gateway. Rows:
+plain `python -c pass`; the seed's and the gate's policy without namespaces; the same with namespaces (user, PID,
+mount, network, IPC, UTS, cgroup, a private /dev/shm, the relay); and
 a connection through the relay to the gateway and back, against one straight to it. Medians and the 90th
 percentile, in milliseconds. Also the one-time trial at the keeper's start (sandbox.isolation()). Prints
 figures; asserts nothing.
@@ -92,20 +93,20 @@ def main():
         work.mkdir()
         temp.mkdir()
         policy = lambda **choices: sandbox.policy_for(work, temp, choices.pop("port", None), LIMITS, **choices)
-        launch = lambda rules, argv: sandbox.command(argv, rules)
+        launch = lambda rules, argv: sandbox.command(argv, rules, work)  # started in sandbox.START, as the keeper does
         row("python -c pass, plain", timed([sys.executable, "-c", "pass"], work, args.launches))
         kinds = [("seed's policy", dict(port=port)), ("gate's policy (own servers)", dict(own_servers=True))]
         for name, choices in kinds:
-            row(f"{name}, Landlock only", timed(launch(policy(**choices), [sys.executable, "-c", "pass"]), work,
-                                                args.launches))
+            row(f"{name}, Landlock only", timed(launch(policy(**choices), [sys.executable, "-c", "pass"]),
+                                                sandbox.START, args.launches))
             if isolated:
                 argv = launch(policy(isolate=True, **choices), [sys.executable, "-c", "pass"])
-                row(f"{name}, namespaces + Landlock", timed(argv, work, args.launches))
+                row(f"{name}, namespaces + Landlock", timed(argv, sandbox.START, args.launches))
         for name, rules in [("straight", policy(port=port)), ("through the relay", policy(port=port, isolate=True))]:
             if rules["isolate"] and not isolated:
                 continue
             done = subprocess.run(launch(rules, [sys.executable, "-c", ROUND_TRIP, str(port), str(args.launches)]),
-                                  cwd=work, check=True, capture_output=True, text=True)
+                                  cwd=sandbox.START, check=True, capture_output=True, text=True)
             row(f"a connection to the gateway and back, {name}", [float(t) * 1000 for t in done.stdout.split()])
 
 

@@ -222,15 +222,15 @@ class Ours(Phases):
     def launch_ms(self):
         """`python -c pass` plain, and through the launcher with the seed's and the gate's policy; medians of
         LAUNCHES runs each, taken in turns."""
-        terrarium, command = self.k.terrarium, [sys.executable, "-c", "pass"]
-        ways = {"python -c pass, plain": command,
-                "through the launcher, seed's policy": self.k.sandbox.command(command, terrarium.policy(GATEWAY_PORT)),
-                "through the launcher, gate's policy": self.k.sandbox.command(command,
-                                                                              terrarium.policy(own_servers=True))}
+        terrarium, sandbox, command = self.k.terrarium, self.k.sandbox, [sys.executable, "-c", "pass"]
+        launched = lambda rules: (sandbox.command(command, rules, self.runs_in), sandbox.START)  # as run_bounded
+        ways = {"python -c pass, plain": (command, self.runs_in),
+                "through the launcher, seed's policy": launched(terrarium.policy(GATEWAY_PORT)),
+                "through the launcher, gate's policy": launched(terrarium.policy(own_servers=True))}
         times = {name: [] for name in ways}
         for _ in range(LAUNCHES):
-            for name, argv in ways.items():
-                times[name].append(run_ms(self.runs_in, argv, terrarium.clean_env(), check=True))
+            for name, (argv, start) in ways.items():
+                times[name].append(run_ms(start, argv, terrarium.clean_env(), check=True))
         return {name: median(values) for name, values in times.items()}
 
 

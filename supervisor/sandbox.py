@@ -102,6 +102,7 @@ SYSTEM_MACOS = ["/usr", "/bin", "/sbin", "/System", "/Library", "/opt", "/privat
                 "/dev/urandom"]
 ETC_MACOS = ["/private/etc/ssl", "/private/etc/hosts", "/private/etc/resolv.conf", "/private/etc/services",
              "/private/etc/protocols", "/private/etc/passwd", "/private/etc/group", "/private/etc/localtime"]
+VENV_PARTS = ["pyvenv.cfg", "bin", "lib", "lib64", "include"]  # what Python reads of a virtual environment
 DEVICES = ["/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/shm"]  # written like files
 SANDBOX_EXEC = "/usr/bin/sandbox-exec"
 EX_CONFIG = 78          # as fallback.py's exit code for a setup the user must fix
@@ -126,7 +127,9 @@ SECBIT_NOROOT = 1 << 0 | 1 << 1  # and locked: uid 0 gains no capabilities at ex
 FEATURES = [(1, "files"), (3, "truncation"), (4, "TCP"), (6, "signals")]  # what each ABI adds, for probe()
 
 # Namespaces, from linux/sched.h, mount.h, prctl.h and sockios.h (the same numbers on every Linux machine).
-NEW_MOUNTS, NEW_USER, NEW_PIDS, NEW_NET = 0x00020000, 0x10000000, 0x20000000, 0x40000000
+NEW_MOUNTS, NEW_CGROUP, NEW_UTS, NEW_IPC = 0x00020000, 0x02000000, 0x04000000, 0x08000000
+NEW_USER, NEW_PIDS, NEW_NET = 0x10000000, 0x20000000, 0x40000000
+EVERY_NAMESPACE = NEW_USER | NEW_MOUNTS | NEW_PIDS | NEW_NET | NEW_IPC | NEW_UTS | NEW_CGROUP  # all a user may make
 READ_ONLY, NO_SUID, NO_DEV, NO_EXEC, RECURSIVE, PRIVATE = 1, 2, 4, 8, 0x4000, 1 << 18
 REMOUNT, BIND = 32, 4096
 KEPT_FLAGS = {"nosuid": NO_SUID, "nodev": NO_DEV, "noexec": NO_EXEC, "nosymfollow": 256, "noatime": 1024,
@@ -139,14 +142,50 @@ SHM = "/dev/shm"
 HIDDEN = ["/run", "/var/run", "/tmp/.X11-unix", "/tmp/.ICE-unix", "/tmp/tmux-*", "/tmp/ssh-*", "/tmp/emacs*",
           "/tmp/screens"]  # where well-known UNIX sockets live: D-Bus, docker, X11, systemd, tmux, ssh-agent, emacs
 
-# seccomp, from linux/seccomp.h, filter.h and audit.h: a filter refusing the seed UNIX sockets of its own.
+# seccomp, from linux/seccomp.h, filter.h and audit.h: an allow-list of system calls (syscall_filter).
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
-SECCOMP_ALLOW, SECCOMP_ERRNO = 0x7FFF0000, 0x00050000
-LOAD_WORD, JUMP_EQUAL, JUMP_GREATER, JUMP_AT_LEAST, RETURN = 0x20, 0x15, 0x25, 0x35, 0x06  # BPF_LD|W|ABS,
-# BPF_JMP|JEQ|K, JGT|K, JGE|K, BPF_RET|K
+ALLOW, REFUSE, MISSING = 0x7FFF0000, 0x00050000 | errno.EPERM, 0x00050000 | errno.ENOSYS  # SECCOMP_RET_*
+NO_FAMILY = 0x00050000 | errno.EAFNOSUPPORT  # a socket family outside the list: as a kernel without it
+LOAD_WORD, JUMP_EQUAL, JUMP_AT_LEAST, JUMP_SET, RETURN = 0x20, 0x15, 0x35, 0x45, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K,
+# JGE|K, JSET|K, BPF_RET|K
+NUMBER, ARCH, ARGUMENTS = 0, 4, 16  # offsets in struct seccomp_data; each argument 8 bytes, its low half first
 X32_BIT = 0x40000000    # x32's system calls, on x86_64
-IO_URING = (425, 426, 427)  # io_uring_setup, _enter, _register: the same numbers on both machines below
-SECCOMP_MACHINES = {"x86_64": (0xC000003E, 41), "aarch64": (0xC00000B7, 198)}  # AUDIT_ARCH_*, socket(2)'s number
+SECCOMP_MACHINES = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}  # AUDIT_ARCH_*, in SYSCALLS' column order
+NAMESPACE_FLAGS = NEW_MOUNTS | NEW_CGROUP | NEW_UTS | NEW_IPC | NEW_USER | NEW_PIDS | NEW_NET  # clone(2) refused them
+TIOCSTI, TIOCLINUX = 0x5412, 0x541C  # ioctls that type into a terminal, or read its screen
+PERSONA_QUERY, PER_LINUX = 0xFFFFFFFF, 0  # personality(2)'s forms that change nothing
+SOCKET_FAMILIES = [socket.AF_INET, socket.AF_INET6, socket.AF_NETLINK]  # loopback, and what getifaddrs asks
+ALLOWED = """read write readv writev pread64 pwrite64 preadv pwritev preadv2 pwritev2 open openat openat2 creat close
+close_range lseek dup dup2 dup3 fcntl flock fsync fdatasync sync syncfs sync_file_range fallocate ftruncate truncate
+fadvise64 readahead sendfile copy_file_range splice tee stat fstat lstat newfstatat statx statfs fstatfs access
+faccessat faccessat2 readlink readlinkat getdents getdents64 getcwd chdir fchdir mkdir mkdirat rmdir unlink unlinkat
+rename renameat renameat2 link linkat symlink symlinkat mknod mknodat chmod fchmod fchmodat chown fchown lchown
+fchownat umask utime utimes utimensat futimesat getxattr lgetxattr fgetxattr listxattr llistxattr flistxattr setxattr
+lsetxattr fsetxattr removexattr lremovexattr fremovexattr brk mmap munmap mremap mprotect madvise msync mincore mlock
+mlock2 munlock mlockall munlockall membarrier memfd_create fork vfork execve execveat exit exit_group wait4 waitid
+kill tkill tgkill getpid getppid gettid getpgid setpgid getpgrp getsid setsid getuid geteuid getgid getegid getresuid
+getresgid getgroups setuid setgid setreuid setregid setresuid setresgid setgroups setfsuid setfsgid capget capset
+prctl arch_prctl set_tid_address set_robust_list get_robust_list rseq getrlimit setrlimit prlimit64 getrusage
+getpriority setpriority sched_yield sched_getaffinity sched_setaffinity sched_getparam sched_setparam
+sched_getscheduler sched_setscheduler sched_get_priority_max sched_get_priority_min sched_rr_get_interval
+sched_getattr sched_setattr ioprio_get ioprio_set times sysinfo uname getcpu pidfd_open pidfd_send_signal
+rt_sigaction rt_sigprocmask rt_sigreturn rt_sigpending rt_sigsuspend rt_sigtimedwait rt_sigqueueinfo
+rt_tgsigqueueinfo sigaltstack pause alarm getitimer setitimer signalfd signalfd4 restart_syscall nanosleep
+clock_nanosleep clock_gettime clock_getres gettimeofday time timer_create timer_settime timer_gettime
+timer_getoverrun timer_delete timerfd_create timerfd_settime timerfd_gettime futex futex_waitv select pselect6 poll
+ppoll epoll_create epoll_create1 epoll_ctl epoll_wait epoll_pwait epoll_pwait2 eventfd eventfd2 inotify_init
+inotify_init1 inotify_add_watch inotify_rm_watch pipe pipe2 socketpair bind listen accept accept4 connect getsockname
+getpeername sendto recvfrom sendmsg recvmsg sendmmsg recvmmsg shutdown setsockopt getsockopt getrandom""".split()
+# what Python, pytest and ordinary code use; socket, ioctl, clone and personality are allowed by their arguments
+SYSTEM_V = """shmget shmat shmdt shmctl semget semop semtimedop semctl msgget msgsnd msgrcv msgctl mq_open mq_unlink
+mq_timedsend mq_timedreceive mq_notify mq_getsetattr""".split()  # allowed only in an IPC namespace of the run's own
+REFUSED = """keyctl add_key request_key ptrace process_vm_readv process_vm_writev pidfd_getfd kcmp bpf userfaultfd
+mount umount2 pivot_root move_mount fsopen fsmount fsconfig fspick open_tree mount_setattr setns unshare chroot
+kexec_load kexec_file_load init_module finit_module delete_module perf_event_open io_uring_setup io_uring_enter
+io_uring_register open_by_handle_at name_to_handle_at swapon swapoff reboot syslog acct quotactl quotactl_fd iopl
+ioperm clock_settime settimeofday adjtimex clock_adjtime sethostname setdomainname lookup_dcookie fanotify_init
+vhangup seccomp""".split()  # named to fail with EPERM (not ENOSYS): the keyring, other processes' memory, the kernel's
+# mounts, modules and clock, io_uring (it makes sockets without socket(2))
 
 Support = namedtuple("Support", "confined abi text")  # probe()'s answer; abi is 0 without Landlock
 LIBC = ctypes.CDLL(None, use_errno=True)
@@ -190,26 +229,37 @@ def policy_for(workdir, temp, gateway_port, limits, own_servers=False, require=F
 
 
 def python_folders():
-    """Where this Python and its packages live (a venv, pyenv or the user site may be in the home)."""
-    folders = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, *site.getsitepackages()}
-    if site.ENABLE_USER_SITE:
+    """Where this interpreter and its packages live, asked of the interpreter itself, never of an environment
+    variable: its prefixes, its site-packages, and the user site it imports from (on its sys.path). A prefix
+    that is a virtual environment is allowed by its parts (VENV_PARTS): `python -m venv .` makes the person's
+    folder one, and its .env is not the model's to read."""
+    prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    venvs = {prefix for prefix in prefixes if os.path.isfile(os.path.join(prefix, "pyvenv.cfg"))}
+    folders = {*(prefixes - venvs), *site.getsitepackages()}
+    folders |= {os.path.join(venv, part) for venv in venvs for part in VENV_PARTS
+                if os.path.lexists(os.path.join(venv, part))}
+    if site.ENABLE_USER_SITE and site.getusersitepackages() in sys.path:
         folders.add(site.getusersitepackages())
     return sorted(folders)
 
 
-def command(argv, policy):
-    """argv, run through the launcher: limits, no_new_privs and confinement, then argv itself."""
-    return [sys.executable, "-I", "-S", "-B", "-c", LAUNCH, json.dumps(policy), *argv]
+def command(argv, policy, folder):
+    """argv, run through the launcher: limits, namespaces, no_new_privs and confinement, then argv itself in
+    `folder`. Start it in START (Popen's cwd), never in a folder the model writes: the dynamic linker reads an
+    empty entry of LD_LIBRARY_PATH as the folder a process starts in, and the launcher loads its libraries
+    before it is confined."""
+    return [sys.executable, "-I", "-S", "-B", "-c", LAUNCH, json.dumps(policy), os.fspath(folder), *argv]
 
 
-# -I: the launcher imports nothing from the child's folder (a model's json.py) nor the user site; -S: nor
+START = "/"  # where every launcher starts (only root writes there; the run, confined, not even root)
+# -I: the launcher imports nothing from the folder it starts in, PYTHONPATH or the user site; -S: nor
 # site-packages' .pth hooks (they cost ~20 ms here); -B: it writes no bytecode beside sandbox.py (-I ignores
 # PYTHONDONTWRITEBYTECODE). The command it execs starts as usual.
 LAUNCH = f"""import importlib.util, sys
 spec = importlib.util.spec_from_file_location("sandbox", {os.path.abspath(__file__)!r})
 sandbox = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(sandbox)
-sandbox.launch(sys.argv[1], sys.argv[2:])
+sandbox.launch(sys.argv[1], sys.argv[2], sys.argv[3:])
 """
 
 
@@ -266,7 +316,8 @@ def isolation():
     with open(said, "rb") as refused:
         why = refused.read().decode(errors="replace")
     if os.waitstatus_to_exitcode(status) == 0:
-        return True, "namespaces: its own processes, /proc, network (the gateway through a relay) and /dev/shm"
+        return True, "namespaces: its own processes, /proc, network (the gateway through a relay), /dev/shm, " \
+                     "System V IPC, hostname and cgroups"
     return False, f"no namespaces ({why or 'their trial failed'}): " + UNISOLATED
 
 
@@ -282,8 +333,9 @@ def describe(abi):
 
 
 # --- the launcher: runs in the child, before its code -----------------------------------------
-def launch(policy_json, argv):
-    """Set the limits, confine this process as far as the machine allows, then become argv."""
+def launch(policy_json, folder, argv):
+    """Set the limits, confine this process as far as the machine allows, enter `folder`, filter its system
+    calls, then become argv."""
     policy = json.loads(policy_json)
     apply_limits(policy["limits"])
     os.environ.update(TMPDIR=policy["temp"], TMP=policy["temp"], TEMP=policy["temp"])
@@ -300,10 +352,30 @@ def launch(policy_json, argv):
     try:
         argv = confine(policy, argv, support, isolated)
     except OSError as error:
-        if policy["require"]:
-            refuse(f"confining failed: {error}")
-        print(f"sandbox: confining failed ({error}): the model's code is NOT confined", file=sys.stderr)
+        unconfined(policy, f"confining failed: {error}", "the model's code is NOT confined")
+    enter(folder)
+    try:
+        filter_system_calls(policy, isolated)  # last: it would refuse the launcher's own setup (unshare, mount)
+    except OSError as error:
+        unconfined(policy, f"the system call filter failed: {error}", "its system calls are not filtered")
     os.execvp(argv[0], argv)
+
+
+def unconfined(policy, why, what):
+    """A step of confining failed: with require, refuse to go on; else say what it leaves open and go on."""
+    if policy["require"]:
+        refuse(why)
+    print(f"sandbox: {why}: {what}", file=sys.stderr)
+
+
+def enter(folder):
+    """Change to the run's working folder, only now that nothing more is loaded before the exec; one line and
+    exit 78 where it cannot be entered."""
+    try:
+        os.chdir(folder)
+    except OSError as error:
+        print(f"sandbox: the working folder cannot be entered ({error.strerror}: {folder})", file=sys.stderr)
+        sys.exit(EX_CONFIG)
 
 
 def apply_limits(limits):
@@ -336,8 +408,6 @@ def confine(policy, argv, support, isolated=False):
         LIBC.prctl(PR_SET_SECUREBITS, SECBIT_NOROOT, 0, 0, 0)  # where allowed (CAP_SETPCAP)
     if support.confined:
         restrict_self(policy, min(support.abi, KNOWN_ABI), isolated)
-    if not policy["unix_sockets"]:
-        refuse_unix_sockets()
     return argv
 
 
@@ -383,10 +453,11 @@ def isolate(policy):
 
 
 def unshare():
-    """New user, mount, PID and network namespaces for this process (its next child is their PID 1), the same
-    user and group ids inside."""
+    """Every namespace an unprivileged user may make, for this process (its next child is their PID 1): user,
+    mount, PID, network, IPC (System V IPC and POSIX message queues of its own, gone with the run), UTS (the
+    hostname) and cgroup; the same user and group ids inside."""
     uid, gid = os.geteuid(), os.getegid()
-    if LIBC.unshare(NEW_USER | NEW_MOUNTS | NEW_PIDS | NEW_NET):
+    if LIBC.unshare(EVERY_NAMESPACE):
         raise OSError(ctypes.get_errno(), f"unshare: {os.strerror(ctypes.get_errno())}")
     for name, text in [("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")]:
         with open(f"/proc/self/{name}", "w") as file:
@@ -428,7 +499,6 @@ def read_only_but(writable):
         except OSError as error:
             if error.errno not in (errno.EACCES, errno.ENOENT, errno.ENOTDIR):  # unreachable: to the run as well
                 raise
-    os.chdir(os.getcwd())  # the working folder entered again: before, it was the one beneath its own binding
 
 
 def mount(source, target, kind, flags, options=None):
@@ -668,39 +738,62 @@ def ephemeral_ports():
     return range(low, high + 1)
 
 
-# --- seccomp: no UNIX socket of its own for the seed --------------------------------------------
-def refuse_unix_sockets():
-    """Install a seccomp filter on this process and all it starts: socket(AF_UNIX, ...) fails with EPERM, so no
-    pathname UNIX socket of the person's (an agent's, docker's, a database's) can be connected to, wherever it
-    is; socketpair() still works (it names no path). Refused too: the system calls of any other ABI than this
-    machine's own (i386's socketcall on x86_64, x32), and io_uring, which makes sockets without socket(2). A
-    machine whose numbers are not known here gets no filter (a line on stderr says so)."""
-    numbers = SECCOMP_MACHINES.get(os.uname().machine)
-    if numbers is None:
-        print(f"sandbox: no seccomp filter on {os.uname().machine}: UNIX sockets stay open", file=sys.stderr)
+# --- seccomp: the system calls the run may make ------------------------------------------------
+def filter_system_calls(policy, isolated):
+    """Install the seccomp filter (syscall_filter) on this process and all it starts; it holds across exec. A
+    machine whose numbers are not known here gets none, and a line on stderr says so."""
+    machine = os.uname().machine
+    if not sys.platform.startswith("linux"):
         return
-    program = unix_socket_filter(*numbers)
+    if machine not in SECCOMP_MACHINES:
+        print(f"sandbox: no seccomp filter on {machine}: every system call is open (UNIX sockets, System V IPC, "
+              "the keyring, ptrace)", file=sys.stderr)
+        return
+    program = syscall_filter(machine, policy["unix_sockets"], isolated)
     code = (ctypes.c_ubyte * len(program)).from_buffer_copy(program)
     fprog = SockFprog(len(program) // 8, ctypes.cast(code, ctypes.c_void_p))
     if LIBC.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0):
         raise OSError(ctypes.get_errno(), f"prctl(PR_SET_SECCOMP): {os.strerror(ctypes.get_errno())}")
 
 
-def unix_socket_filter(arch, socket_number):
-    """The classic BPF program of refuse_unix_sockets, as bytes (a struct sock_filter each step)."""
-    domain, allow, refuse = 7, 9, 10  # where the steps below jump to (a jump counts from the step after it)
-    steps = [(LOAD_WORD, 0, 0, 4),                                  # 0: the system call's ABI
-             (JUMP_EQUAL, 0, refuse - 2, arch),                     # 1: another ABI: refused
-             (LOAD_WORD, 0, 0, 0),                                  # 2: the system call's number
-             (JUMP_AT_LEAST, refuse - 4, 0, X32_BIT),               # 3: x32's numbers: refused
-             (JUMP_EQUAL, domain - 5, 0, socket_number),            # 4: socket(2): look at its domain
-             (JUMP_AT_LEAST, 0, allow - 6, IO_URING[0]),            # 5: below io_uring's calls: allowed
-             (JUMP_GREATER, allow - 7, refuse - 7, IO_URING[-1]),   # 6: io_uring's calls: refused
-             (LOAD_WORD, 0, 0, 16),                                 # 7: socket's first argument (its low half)
-             (JUMP_EQUAL, refuse - 9, allow - 9, socket.AF_UNIX),   # 8: AF_UNIX: refused
-             (RETURN, 0, 0, SECCOMP_ALLOW),                         # 9
-             (RETURN, 0, 0, SECCOMP_ERRNO | errno.EPERM)]           # 10
+def syscall_filter(machine, unix_sockets, own_ipc):
+    """The seccomp filter for `machine` (x86_64 or aarch64), a classic BPF program as bytes (a struct sock_filter
+    each step). Default deny: a system call is allowed only when ALLOWED names it, and then for any arguments
+    but four, allowed by their arguments: socket(2) for IPv4, IPv6 and netlink (AF_UNIX only with
+    `unix_sockets`, else EPERM: the seed reaches no pathname socket of the person's; any other family
+    EAFNOSUPPORT), clone(2) without a namespace flag, ioctl(2) but TIOCSTI and TIOCLINUX, personality(2)'s query
+    and PER_LINUX. System V IPC and POSIX message queues (SYSTEM_V) only with `own_ipc`, an IPC namespace of the
+    run's own; else they, like REFUSED, fail with EPERM, and so do another ABI's calls (i386's, x32's).
+    Everything else fails with ENOSYS, as on a kernel without the call, so that libc and Python take the way
+    they take there: clone3 (glibc falls back to clone, whose flags can be read here, as Docker does), and a
+    call newer than this table."""
+    arch, column = SECCOMP_MACHINES[machine], list(SECCOMP_MACHINES).index(machine)
+    steps = [(LOAD_WORD, 0, 0, ARCH), (JUMP_EQUAL, 1, 0, arch), (RETURN, 0, 0, REFUSE), (LOAD_WORD, 0, 0, NUMBER)]
+    if machine == "x86_64":
+        steps += [(JUMP_AT_LEAST, 0, 1, X32_BIT), (RETURN, 0, 0, REFUSE)]
+    rules = [*((name, [(RETURN, 0, 0, ALLOW)]) for name in ALLOWED + (SYSTEM_V if own_ipc else [])),
+             *((name, [(RETURN, 0, 0, REFUSE)]) for name in REFUSED + ([] if own_ipc else SYSTEM_V)),
+             ("socket", by_argument(0, {socket.AF_UNIX: ALLOW if unix_sockets else REFUSE,
+                                        **dict.fromkeys(SOCKET_FAMILIES, ALLOW)}, NO_FAMILY)),
+             ("clone", by_argument(0, {NAMESPACE_FLAGS: REFUSE}, ALLOW, test=JUMP_SET)),
+             ("ioctl", by_argument(1, {TIOCSTI: REFUSE, TIOCLINUX: REFUSE}, ALLOW)),
+             ("personality", by_argument(0, {PERSONA_QUERY: ALLOW, PER_LINUX: ALLOW}, REFUSE))]
+    for name, then in rules:
+        number = SYSCALLS[name][column]
+        if number is not None:  # aarch64 has no open, fork, poll, ...
+            steps += [(JUMP_EQUAL, 0, len(then), number), *then]
+    steps.append((RETURN, 0, 0, MISSING))
     return b"".join(struct.pack("<HBBI", *step) for step in steps)
+
+
+def by_argument(index, cases, otherwise, test=JUMP_EQUAL):
+    """Steps that load the low half of argument `index` (every one looked at is an int, or a flag word whose
+    high half the kernel drops) and return the action of the first case it matches (JUMP_SET: shares a bit
+    with), else `otherwise`."""
+    steps = [(LOAD_WORD, 0, 0, ARGUMENTS + 8 * index)]
+    for value, action in cases.items():
+        steps += [(test, 0, 1, value), (RETURN, 0, 0, action)]
+    return [*steps, (RETURN, 0, 0, otherwise)]
 
 
 # --- macOS ------------------------------------------------------------------------------------
@@ -724,3 +817,90 @@ def subpaths(paths):
     """SBPL filters for paths, resolved (Seatbelt sees /private/tmp, not /tmp) and quoted."""
     quoted = (os.path.realpath(path).replace("\\", "\\\\").replace('"', '\\"') for path in paths)
     return " ".join(f'(subpath "{path}")' for path in quoted)
+
+
+# --- system call numbers ----------------------------------------------------------------------
+# (x86_64, aarch64) for each name the filter uses; None where that machine has no such call. Made once from the
+# kernel's headers (asm/unistd_64.h; asm-generic/unistd.h, which aarch64 uses) and kept here: the launcher reads
+# no header, and test_isolation.py checks this table against them where they are installed.
+SYSCALLS = {"accept": (43, 202), "accept4": (288, 242), "access": (21, None), "acct": (163, 89),
+            "add_key": (248, 217), "adjtimex": (159, 171), "alarm": (37, None), "arch_prctl": (158, None),
+            "bind": (49, 200), "bpf": (321, 280), "brk": (12, 214), "capget": (125, 90), "capset": (126, 91),
+            "chdir": (80, 49), "chmod": (90, None), "chown": (92, None), "chroot": (161, 51),
+            "clock_adjtime": (305, 266), "clock_getres": (229, 114), "clock_gettime": (228, 113),
+            "clock_nanosleep": (230, 115), "clock_settime": (227, 112), "clone": (56, 220), "clone3": (435, 435),
+            "close": (3, 57), "close_range": (436, 436), "connect": (42, 203), "copy_file_range": (326, 285),
+            "creat": (85, None), "delete_module": (176, 106), "dup": (32, 23), "dup2": (33, None), "dup3": (292, 24),
+            "epoll_create": (213, None), "epoll_create1": (291, 20), "epoll_ctl": (233, 21),
+            "epoll_pwait": (281, 22), "epoll_pwait2": (441, 441), "epoll_wait": (232, None), "eventfd": (284, None),
+            "eventfd2": (290, 19), "execve": (59, 221), "execveat": (322, 281), "exit": (60, 93),
+            "exit_group": (231, 94), "faccessat": (269, 48), "faccessat2": (439, 439), "fadvise64": (221, 223),
+            "fallocate": (285, 47), "fanotify_init": (300, 262), "fchdir": (81, 50), "fchmod": (91, 52),
+            "fchmodat": (268, 53), "fchown": (93, 55), "fchownat": (260, 54), "fcntl": (72, 25),
+            "fdatasync": (75, 83), "fgetxattr": (193, 10), "finit_module": (313, 273), "flistxattr": (196, 13),
+            "flock": (73, 32), "fork": (57, None), "fremovexattr": (199, 16), "fsconfig": (431, 431),
+            "fsetxattr": (190, 7), "fsmount": (432, 432), "fsopen": (430, 430), "fspick": (433, 433),
+            "fstat": (5, 80), "fstatfs": (138, 44), "fsync": (74, 82), "ftruncate": (77, 46), "futex": (202, 98),
+            "futex_waitv": (449, 449), "futimesat": (261, None), "get_robust_list": (274, 100), "getcpu": (309, 168),
+            "getcwd": (79, 17), "getdents": (78, None), "getdents64": (217, 61), "getegid": (108, 177),
+            "geteuid": (107, 175), "getgid": (104, 176), "getgroups": (115, 158), "getitimer": (36, 102),
+            "getpeername": (52, 205), "getpgid": (121, 155), "getpgrp": (111, None), "getpid": (39, 172),
+            "getppid": (110, 173), "getpriority": (140, 141), "getrandom": (318, 278), "getresgid": (120, 150),
+            "getresuid": (118, 148), "getrlimit": (97, 163), "getrusage": (98, 165), "getsid": (124, 156),
+            "getsockname": (51, 204), "getsockopt": (55, 209), "gettid": (186, 178), "gettimeofday": (96, 169),
+            "getuid": (102, 174), "getxattr": (191, 8), "init_module": (175, 105), "inotify_add_watch": (254, 27),
+            "inotify_init": (253, None), "inotify_init1": (294, 26), "inotify_rm_watch": (255, 28),
+            "io_uring_enter": (426, 426), "io_uring_register": (427, 427), "io_uring_setup": (425, 425),
+            "ioctl": (16, 29), "ioperm": (173, None), "iopl": (172, None), "ioprio_get": (252, 31),
+            "ioprio_set": (251, 30), "kcmp": (312, 272), "kexec_file_load": (320, 294), "kexec_load": (246, 104),
+            "keyctl": (250, 219), "kill": (62, 129), "lchown": (94, None), "lgetxattr": (192, 9), "link": (86, None),
+            "linkat": (265, 37), "listen": (50, 201), "listxattr": (194, 11), "llistxattr": (195, 12),
+            "lookup_dcookie": (212, 18), "lremovexattr": (198, 15), "lseek": (8, 62), "lsetxattr": (189, 6),
+            "lstat": (6, None), "madvise": (28, 233), "membarrier": (324, 283), "memfd_create": (319, 279),
+            "mincore": (27, 232), "mkdir": (83, None), "mkdirat": (258, 34), "mknod": (133, None),
+            "mknodat": (259, 33), "mlock": (149, 228), "mlock2": (325, 284), "mlockall": (151, 230),
+            "mmap": (9, 222), "mount": (165, 40), "mount_setattr": (442, 442), "move_mount": (429, 429),
+            "mprotect": (10, 226), "mq_getsetattr": (245, 185), "mq_notify": (244, 184), "mq_open": (240, 180),
+            "mq_timedreceive": (243, 183), "mq_timedsend": (242, 182), "mq_unlink": (241, 181), "mremap": (25, 216),
+            "msgctl": (71, 187), "msgget": (68, 186), "msgrcv": (70, 188), "msgsnd": (69, 189), "msync": (26, 227),
+            "munlock": (150, 229), "munlockall": (152, 231), "munmap": (11, 215), "name_to_handle_at": (303, 264),
+            "nanosleep": (35, 101), "newfstatat": (262, 79), "open": (2, None), "open_by_handle_at": (304, 265),
+            "open_tree": (428, 428), "openat": (257, 56), "openat2": (437, 437), "pause": (34, None),
+            "perf_event_open": (298, 241), "personality": (135, 92), "pidfd_getfd": (438, 438),
+            "pidfd_open": (434, 434), "pidfd_send_signal": (424, 424), "pipe": (22, None), "pipe2": (293, 59),
+            "pivot_root": (155, 41), "poll": (7, None), "ppoll": (271, 73), "prctl": (157, 167), "pread64": (17, 67),
+            "preadv": (295, 69), "preadv2": (327, 286), "prlimit64": (302, 261), "process_vm_readv": (310, 270),
+            "process_vm_writev": (311, 271), "pselect6": (270, 72), "ptrace": (101, 117), "pwrite64": (18, 68),
+            "pwritev": (296, 70), "pwritev2": (328, 287), "quotactl": (179, 60), "quotactl_fd": (443, 443),
+            "read": (0, 63), "readahead": (187, 213), "readlink": (89, None), "readlinkat": (267, 78),
+            "readv": (19, 65), "reboot": (169, 142), "recvfrom": (45, 207), "recvmmsg": (299, 243),
+            "recvmsg": (47, 212), "removexattr": (197, 14), "rename": (82, None), "renameat": (264, 38),
+            "renameat2": (316, 276), "request_key": (249, 218), "restart_syscall": (219, 128), "rmdir": (84, None),
+            "rseq": (334, 293), "rt_sigaction": (13, 134), "rt_sigpending": (127, 136), "rt_sigprocmask": (14, 135),
+            "rt_sigqueueinfo": (129, 138), "rt_sigreturn": (15, 139), "rt_sigsuspend": (130, 133),
+            "rt_sigtimedwait": (128, 137), "rt_tgsigqueueinfo": (297, 240), "sched_get_priority_max": (146, 125),
+            "sched_get_priority_min": (147, 126), "sched_getaffinity": (204, 123), "sched_getattr": (315, 275),
+            "sched_getparam": (143, 121), "sched_getscheduler": (145, 120), "sched_rr_get_interval": (148, 127),
+            "sched_setaffinity": (203, 122), "sched_setattr": (314, 274), "sched_setparam": (142, 118),
+            "sched_setscheduler": (144, 119), "sched_yield": (24, 124), "seccomp": (317, 277), "select": (23, None),
+            "semctl": (66, 191), "semget": (64, 190), "semop": (65, 193), "semtimedop": (220, 192),
+            "sendfile": (40, 71), "sendmmsg": (307, 269), "sendmsg": (46, 211), "sendto": (44, 206),
+            "set_robust_list": (273, 99), "set_tid_address": (218, 96), "setdomainname": (171, 162),
+            "setfsgid": (123, 152), "setfsuid": (122, 151), "setgid": (106, 144), "setgroups": (116, 159),
+            "sethostname": (170, 161), "setitimer": (38, 103), "setns": (308, 268), "setpgid": (109, 154),
+            "setpriority": (141, 140), "setregid": (114, 143), "setresgid": (119, 149), "setresuid": (117, 147),
+            "setreuid": (113, 145), "setrlimit": (160, 164), "setsid": (112, 157), "setsockopt": (54, 208),
+            "settimeofday": (164, 170), "setuid": (105, 146), "setxattr": (188, 5), "shmat": (30, 196),
+            "shmctl": (31, 195), "shmdt": (67, 197), "shmget": (29, 194), "shutdown": (48, 210),
+            "sigaltstack": (131, 132), "signalfd": (282, None), "signalfd4": (289, 74), "socket": (41, 198),
+            "socketpair": (53, 199), "splice": (275, 76), "stat": (4, None), "statfs": (137, 43),
+            "statx": (332, 291), "swapoff": (168, 225), "swapon": (167, 224), "symlink": (88, None),
+            "symlinkat": (266, 36), "sync": (162, 81), "sync_file_range": (277, 84), "syncfs": (306, 267),
+            "sysinfo": (99, 179), "syslog": (103, 116), "tee": (276, 77), "tgkill": (234, 131), "time": (201, None),
+            "timer_create": (222, 107), "timer_delete": (226, 111), "timer_getoverrun": (225, 109),
+            "timer_gettime": (224, 108), "timer_settime": (223, 110), "timerfd_create": (283, 85),
+            "timerfd_gettime": (287, 87), "timerfd_settime": (286, 86), "times": (100, 153), "tkill": (200, 130),
+            "truncate": (76, 45), "umask": (95, 166), "umount2": (166, 39), "uname": (63, 160), "unlink": (87, None),
+            "unlinkat": (263, 35), "unshare": (272, 97), "userfaultfd": (323, 282), "utime": (132, None),
+            "utimensat": (280, 88), "utimes": (235, None), "vfork": (58, None), "vhangup": (153, 58),
+            "wait4": (61, 260), "waitid": (247, 95), "write": (1, 64), "writev": (20, 66)}

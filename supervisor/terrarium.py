@@ -373,7 +373,7 @@ def run_bounded(command, env, timeout, rules, watch=None, cwd=WORK, pass_fds=())
     rules["shm"] it fails."""
     shared = None if rules["isolate"] else sandbox.shm_entries()
     sandbox.become_subreaper()
-    child = subprocess.Popen(sandbox.command(command, rules), cwd=cwd, env=env, pass_fds=pass_fds,
+    child = subprocess.Popen(sandbox.command(command, rules, cwd), cwd=sandbox.START, env=env, pass_fds=pass_fds,
                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              start_new_session=True)
     write_atomically(RUNNING, json.dumps({"pid": child.pid, "started": started(child.pid)}))

@@ -118,11 +118,13 @@ def run_seed(root, env, timeout=60):
     already confined and lays out no keeper beside it, it runs as it is."""
     run = [sys.executable, "-P", "-c", "import runpy, sys; sys.path.append('.'); runpy.run_path('seed.py', "
            "run_name='__main__')"]
+    start = root
     if (REPO / "supervisor" / "sandbox.py").is_file():
         sandbox, base = load_keeper("sandbox"), env.get("GEMINI_API_BASE", "")
         temp = root / ".seed" / "tmp"
         temp.mkdir(parents=True, exist_ok=True)
         port = int(base.rsplit(":", 1)[1].split("/")[0]) if base else None
-        run = sandbox.command(run, sandbox.policy_for(root, temp, port, {}, isolate=sandbox.isolation()[0]))
+        policy = sandbox.policy_for(root, temp, port, {}, isolate=sandbox.isolation()[0])
+        run, start = sandbox.command(run, policy, root), sandbox.START  # never started in the folder it writes
         env = {**env, "HOME": str(temp)}
-    return subprocess.run(run, cwd=root, env=env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(run, cwd=start, env=env, capture_output=True, text=True, timeout=timeout)

@@ -39,7 +39,7 @@ spec = importlib.util.spec_from_file_location("sandbox", sys.argv[1])
 sandbox = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(sandbox)
 sandbox.landlock_abi = lambda: (int(sys.argv[2]), sys.argv[3])
-sandbox.launch(sys.argv[4], sys.argv[5:])
+sandbox.launch(sys.argv[4], sys.argv[5], sys.argv[6:])
 """  # the launcher on a kernel that answers the ABI probe with argv[2] (0: no Landlock, argv[3] says why)
 
 landlock = pytest.mark.skipif(not SUPPORT.abi, reason=f"this kernel has no Landlock: {SUPPORT.text}")
@@ -66,16 +66,17 @@ def policy_in(place, **choices):
     return sandbox.policy_for(root / "work", root / "temp", gateway_port, LIMITS, **choices)
 
 
-def run(place, command):
-    """A command run in the working copy, with the fake home as HOME."""
+def run(place, command, cwd=None):
+    """A command run in the working copy (or `cwd`), with the fake home as HOME."""
     root, _ = place
     env = {**os.environ, "HOME": str(root / "home")}
-    return subprocess.run(command, cwd=root / "work", env=env, capture_output=True, text=True, timeout=60)
+    return subprocess.run(command, cwd=cwd or root / "work", env=env, capture_output=True, text=True, timeout=60)
 
 
 def confined(place, argv, policy=None):
-    """argv, launched as the keeper launches the model's code."""
-    return run(place, sandbox.command(argv, policy or policy_in(place)))
+    """argv, launched as the keeper launches the model's code: from START, into the working copy."""
+    root, _ = place
+    return run(place, sandbox.command(argv, policy or policy_in(place), root / "work"), sandbox.START)
 
 
 def attempt(place, action, policy=None):
@@ -96,7 +97,9 @@ def server_on_a_chosen_port():
 
 def run_as_if(place, abi, why, policy, argv):
     """argv, launched on a kernel that pretends to offer Landlock ABI `abi` (0: none)."""
-    return run(place, [sys.executable, "-I", "-S", "-c", AS_IF, str(SANDBOX), str(abi), why, json.dumps(policy), *argv])
+    root, _ = place
+    return run(place, [sys.executable, "-I", "-S", "-c", AS_IF, str(SANDBOX), str(abi), why, json.dumps(policy),
+                       str(root / "work"), *argv], sandbox.START)
 
 
 # --- files ------------------------------------------------------------------------------------
@@ -238,9 +241,9 @@ def test_the_seed_makes_no_unix_socket_so_reaches_no_pathname_one_the_gate_does(
 
 @pytest.mark.skipif(os.uname().machine not in sandbox.SECCOMP_MACHINES, reason="no seccomp numbers for this machine")
 def test_the_seeds_filter_refuses_io_uring_and_the_other_abis_that_could_make_a_socket(place):
-    numbers = sandbox.SECCOMP_MACHINES[os.uname().machine][1]
-    calls = {"io_uring": "libc.syscall(425, 1, None)", "x32 socket": f"libc.syscall({numbers} | 0x40000000, 1, 1, 0)",
-             "socket": f"libc.syscall({numbers}, 1, 1, 0)"}
+    number = sandbox.SYSCALLS["socket"][list(sandbox.SECCOMP_MACHINES).index(os.uname().machine)]
+    calls = {"io_uring": "libc.syscall(425, 1, None)", "x32 socket": f"libc.syscall({number} | 0x40000000, 1, 1, 0)",
+             "socket": f"libc.syscall({number}, 1, 1, 0)"}
     for what, call in calls.items():
         action = f"import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nif {call} < 0:\n" \
                  "    raise OSError(ctypes.get_errno(), 'refused')"
