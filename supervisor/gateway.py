@@ -385,6 +385,7 @@ class Gateway:
             outcome = self.backend.ask(model, body, facts)
         finally:
             taped, outcomes.TAPE.exchanges, outcomes.TAPE.over = outcomes.TAPE.exchanges, None, None
+        outcome.body, outcome.why = scrub.valid(outcome.body), scrub.valid(outcome.why)  # where an answer enters
         sent, received = taped[-1] if taped else (b"", b"")
         call.update(day=day, latency=round(time.monotonic() - began, 3), sent=self.redact_bytes(sent),
                     received=self.redact_bytes(received))
@@ -431,6 +432,7 @@ class Gateway:
             answer, salvaged = answers.clean_answer(body, sent)
         except ValueError as why:
             return unusable(str(why))
+        answer = scrub.valid(answer)  # its JSON's escapes decoded (a lone "\ud800"): storable too
         answer, refused = answers.drop_unusable(answer, sent)
         if not answer["files"]:
             return unusable(f"no file to write: the answer held {answers.describe_answer(answer, refused)}")

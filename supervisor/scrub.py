@@ -7,6 +7,9 @@
                               from a model or its processes moves a terminal's cursor, sets its title or clipboard
     refuse_secrets(body)      the body of a request for upstream, or a stop (outcomes.Reply) when it carries a secret
                               in any encoding a prompt could carry it
+    valid(text or JSON value) what comes in from a model or its code made storable where it enters, before anything
+                              keeps it: each lone surrogate and NUL as U+FFFD (the record, the log and the page
+                              could hold such text and never be written again)
 
 The secrets are the values of .env's settings whose names hold KEY, TOKEN, SECRET or PASSWORD, or that
 SEED_SECRETS names (the keeper's own SEED_ settings aside), as .env writes them and as the environment has them,
@@ -97,6 +100,30 @@ def escaped(c):
     if 0xDC80 <= code <= 0xDCFF:
         return f"\\x{code - 0xDC00:02x}"
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+# --- the one cleaning of what comes in -------------------------------------------------------------
+UNSTORABLE = re.compile("[\ud800-\udfff\x00]")  # no UTF-8 holds a lone surrogate; NUL ends a C string
+REPLACEMENT = "\ufffd"
+
+
+def valid(value):
+    """The text, or a JSON value (its lists and objects cleaned in place, keys too, at any depth), with each lone
+    surrogate and NUL as U+FFFD: valid UTF-8 that any file, database or terminal takes."""
+    if isinstance(value, str):
+        return UNSTORABLE.sub(REPLACEMENT, value)
+    box = [value]
+    pending = [box]
+    while pending:  # by hand, not by recursion: a JSON value may nest as deep as its parser went
+        held = pending.pop()
+        pairs = list(held.items() if isinstance(held, dict) else enumerate(held))
+        if isinstance(held, dict):
+            held.clear()
+        for key, item in pairs:
+            item = UNSTORABLE.sub(REPLACEMENT, item) if isinstance(item, str) else item
+            pending += [item] if isinstance(item, (dict, list)) else []
+            held[UNSTORABLE.sub(REPLACEMENT, key) if isinstance(key, str) else key] = item
+    return box[0]
 
 
 # --- nothing secret goes upstream -----------------------------------------------------------------

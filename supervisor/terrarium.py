@@ -32,6 +32,7 @@ from collections import deque
 from . import sandbox, snapshots as snap, untrusted
 from .console import say
 from .names import refusal
+from .scrub import valid
 from .settings import (CONTRACT, GUARDED, JUDGED, LANDING, LANDING_BYTES, LANDING_FILES, LIMITS, LOG, NAMESPACES,
                        NOT_CODE, OUTPUT_TAIL, PROCESSES, ROOT, RUNNING, SANDBOX_REQUIRED, SCRATCH, SHM_BYTES,
                        STEERING, TEST_SUPPORT, WORK, WORK_BYTES, WORK_FILES, load_json, source_of, tail_of,
@@ -391,7 +392,7 @@ def run_bounded(command, env, timeout, rules, watch=None, cwd=WORK, pass_fds=())
         sandbox.end_descendants()
         RUNNING.unlink(missing_ok=True)
         reader.join(5)
-    output = b"".join(tail).decode("utf-8", "replace")
+    output = valid(b"".join(tail).decode("utf-8", "replace"))  # storable: no NUL
     left = sandbox.clear_shm(shared) if shared is not None else 0
     if left > rules["shm"]:
         code = 1 if code == 0 else code
