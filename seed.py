@@ -1,17 +1,13 @@
 """seed: one iteration of a codebase that grows itself. Started by fallback.py; rewritten by the model.
 
-Reads the goal, open tasks, end of the log and codebase (within the prompt budget); asks the model once,
-through the keeper's gateway, for three tasks and the whole text of the files that do them; writes them
-atomically, refusing unsafe paths; compile-checks them, putting all back if one fails; records what it did
-in .seed/record.json. Exit 0 when done, 75 with no answer for now, 78 when not started by the keeper;
-anything else is a crash, rolled back. Whoever rewrites this file keeps these rules and keeps it tiny."""
-import json
-import os
-import re
-import sys
+Reads the goal, open tasks, end of the log, the keeper's facts on the last answer rolled back and the
+codebase, in the prompt budget; asks the model once, through the keeper's gateway, for three tasks and the
+whole files that do them; writes them atomically, refusing unsafe paths; compile-checks them, putting all back
+if one fails; records what it did in .seed/record.json. Exit 0 when done, 75 with no answer for now, 78 when
+not started by the keeper; anything else is a crash, rolled back. Whoever rewrites it keeps these rules."""
+import json, os, re, sys  # noqa: E401 (the standard library only: the keeper's gateway is reached over HTTP)
 from pathlib import Path
-from urllib.error import HTTPError
-from urllib.request import Request, urlopen
+from urllib.request import HTTPError, Request, urlopen
 
 ROOT = Path(__file__).resolve().parent
 API_BASE = os.environ.get("GEMINI_API_BASE", "").rstrip("/")  # the keeper's gateway on loopback
@@ -19,9 +15,9 @@ TOKEN = os.environ.get("GEMINI_API_KEY", "")                  # this run's token
 MODEL = os.environ.get("GEMINI_MODEL", "gemini-3.5-flash")    # the model the keeper chose for this run
 BUDGET = int(os.environ.get("SEED_PROMPT_TOKENS", 30_000)) * 3  # characters the whole request may take
 WAIT = max(10.0, float(os.environ.get("SEED_TIMEOUT", 900)) - 10)  # seconds to wait for the answer
-RECORD = ROOT / ".seed" / "record.json"  # what this run did, read by the keeper
+RECORD, FACTS = ROOT / ".seed" / "record.json", ".seed/rolled_back.json"  # what it did; the keeper's facts
 MAX_TASKS, LOG_TAIL, MAX_FILE = 20, min(4_000, BUDGET // 8), 1_000_000  # open tasks; log characters; a file
-KEEPER = os.environ.get("SEED_KEEPER", "fallback.py supervisor/ goal.md pending_tasks.md").split()
+KEEPER = os.environ.get("SEED_KEEPER", "fallback.py supervisor/ goal.md pending_tasks.md").casefold().split()
 RULES = """You grow the codebase below toward the goal: plan three small tasks (open tasks first), do them by
 writing whole files (every line, most important first), and say which open tasks, by number, your answer
 finishes. Write only the codebase's files and new ones, not the keeper's (code, goal, tasks, log, docs) nor
@@ -37,8 +33,8 @@ SCHEMA = {"type": "OBJECT", "required": ["tasks", "files"],
 UNSEEN = []  # seed.py when the prompt could not show it: never rewritten blind
 
 
-class Stop(Exception):
-    """Ends the run early: an exit code and one line saying why."""
+class Stop(Exception):  # ends the run early: an exit code and one line saying why
+    pass
 
 
 def read(name):
@@ -47,37 +43,41 @@ def read(name):
 
 def open_tasks():
     """The unchecked `- [ ]` items of pending_tasks.md, each with its indented detail lines."""
-    tasks = []
-    for line in read("pending_tasks.md").splitlines():
-        if re.match(r"\s*[-*] \[ \] ", line):
-            tasks.append(line.split("] ", 1)[1].strip())
-        elif tasks and line.startswith("  ") and line.strip() and len(tasks[-1]) < 2_000:
-            tasks[-1] += "\n   " + line.strip()
-    return tasks[:MAX_TASKS]
+    text = read("pending_tasks.md")
+    found = re.findall(r"^[ \t]*[-*] \[ \] (.*)((?:\n  +(?![-*] \[ \] )\S.*)*)", text, re.M)
+    return [(task.strip() + re.sub(r"\n +", "\n   ", more))[:2_000] for task, more in found][:MAX_TASKS]
 
 
 def kept_by_keeper(rel):
-    folded = rel.casefold()
-    return any(part[:1] == "." for part in rel.split("/")) or any(
-        folded == k.casefold() or k.endswith("/") and folded.startswith(k.casefold()) for k in KEEPER)
+    rel = rel.casefold()
+    return "/." in f"/{rel}" or any(rel == k or k[-1] == "/" and rel.startswith(k) for k in KEEPER)
 
 
 def codebase():
     """Every file the model may see and write, relative to ROOT (not a link: it may point anywhere)."""
-    found = []
     for folder, dirs, files in os.walk(ROOT):
         prefix = (Path(folder).relative_to(ROOT).as_posix() + "/").removeprefix("./")
         dirs[:] = sorted(d for d in dirs if not kept_by_keeper(f"{prefix}{d}/"))
-        found += [prefix + name for name in sorted(files)
-                  if not kept_by_keeper(prefix + name) and not os.path.islink(os.path.join(folder, name))]
-    return found
+        yield from (prefix + name for name in sorted(files)
+                    if not kept_by_keeper(prefix + name) and not os.path.islink(os.path.join(folder, name)))
 
 
-def build_prompt(tasks):
-    """Goal, tasks, log; then seed.py, the files they name, the smallest, as many as the budget takes."""
-    listed, log = "\n".join(f"{n}. {t}" for n, t in enumerate(tasks, 1)), read("iteration_log.md")[-LOG_TAIL:]
-    goal = re.sub(r"\A#+ *Goal *\n", "", read("goal.md"))  # its own heading, if it has one
-    prompt = f"# Goal\n{goal}\n\n# Open tasks\n{listed}\n\n# End of the log\n{log}\n\n# Codebase\n"
+def mending(facts, room):
+    """The last answer rolled back, why, its files whole (those the failure names first), in `room`."""
+    told, shown = "".join(f"> {line}\n" for line in facts.get("lines") or []), ""
+    for file in sorted(facts.get("files") or [], key=lambda f: f["path"] not in told):
+        block = f'<file path="{file["path"]}">\n{file["content"]}\n</file>\n'
+        shown += block if len(told) + len(shown) + len(block) + 200 <= room else ""
+    return (f"# Your last answer, rolled back: {facts.get('why')}\n{told}Its files, as you wrote them: mend "
+            f"them where the failure shows, and send every one again.\n{shown}\n") if shown else ""
+
+
+def build_prompt(tasks, facts):
+    """Goal, tasks, log, the answer to mend; then seed.py, the files they name, the smallest, as room lets."""
+    listed = "\n".join(f"{n}. {t}" for n, t in enumerate(tasks, 1))
+    goal, log = re.sub(r"\A#+ *Goal *\n", "", read("goal.md")), read("iteration_log.md")[-LOG_TAIL:]
+    prompt = f"# Goal\n{goal}\n\n# Open tasks\n{listed}\n\n# End of the log\n{log}\n\n"
+    prompt += mending(facts, BUDGET // 3) + "# Codebase\n"
     paths = sorted(codebase(), key=lambda r: (r != "seed.py", r not in prompt, os.path.getsize(ROOT / r)))
     left_out, room = [], BUDGET - len(RULES) - len(prompt) - 500
     for rel in paths:
@@ -92,12 +92,13 @@ def build_prompt(tasks):
     return prompt + (f"\n# Not shown ({len(named)}, too big or binary)\n{listing}" if named else "")
 
 
-def ask(prompt):
-    """The answer's JSON object, or Stop(75) when there is none for now."""
+def ask(prompt, again):
+    """The answer's JSON object, or Stop(75) when none for now; a small model that repeats is asked warmer."""
     print(f"asking {MODEL} (prompt ~{(len(prompt) + len(RULES)) // 3:,} tokens)", flush=True)
+    warmth = {} if MODEL.startswith("gemini") else {"temperature": (0.2, 0.5, 0.8, 1.0)[min(again, 3)]}
     body = {"systemInstruction": {"parts": [{"text": RULES}]},
             "contents": [{"role": "user", "parts": [{"text": prompt}]}],
-            "generationConfig": {"responseMimeType": "application/json", "responseSchema": SCHEMA}}
+            "generationConfig": {"responseMimeType": "application/json", "responseSchema": SCHEMA, **warmth}}
     try:
         with urlopen(Request(f"{API_BASE}/v1beta/models/{MODEL}:generateContent", json.dumps(body).encode(),
                              {"x-goog-api-key": TOKEN}), timeout=WAIT) as reply:
@@ -142,8 +143,7 @@ def apply(answer, tasks, record):
         else:
             writes[(ROOT / item["path"]).resolve()] = item["content"].encode("utf-8", "replace")
     before = {path: path.read_bytes() if path.exists() else None for path in writes}
-    for path, data in writes.items():
-        write_atomically(path, data)
+    [write_atomically(path, data) for path, data in writes.items()]
     for path in [path for path in writes if path.suffix == ".py"]:
         try:
             compile(writes[path], path.relative_to(ROOT).as_posix(), "exec")
@@ -162,7 +162,8 @@ def main():
     try:
         if not API_BASE or not TOKEN:
             raise Stop(78, "GEMINI_API_BASE and GEMINI_API_KEY are not set: run  python fallback.py")
-        answer = ask(build_prompt(tasks := open_tasks()))
+        facts = json.loads(read(FACTS) or "{}")  # the keeper's, valid JSON; or no file
+        answer = ask(build_prompt(tasks := open_tasks(), facts), facts.get("again", 0))
         record["tasks"] = [str(task) for task in answer.get("tasks") or []][:10]
         apply(answer, tasks, record)
     except Stop as stop:  # its code, and why

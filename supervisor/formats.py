@@ -43,22 +43,6 @@ READS = 4  # times an answer's length that the JSON decodings tried from all its
 Fence = namedtuple("Fence", "start content before")  # a fenced block: where, its text, the last line before it
 
 
-def mending(why, lines, files, room):
-    """The last answer the gate rolled back, for the next prompt of a model asked for plain text: why, the lines
-    of output that show it, and its files whole (those the lines name first), as many as `room` characters take
-    ("" when none does). A small
-    model shown only the error wrote its whole answer anew each time, with new mistakes (bench/real_model.py)."""
-    head = "\n".join([f"# Your last answer, rolled back: {why}", *(f"> {line}" for line in lines), "Its files, "
-                      "as you wrote them: mend them where the failure shows, and send every one again, whole."])
-    blocks, named = [], "\n".join(lines)
-    for path, text in sorted(files, key=lambda file: not re.search(rf"(?<![\w/.-]){re.escape(file[0])}\b", named)):
-        block = f'<file path="{path}">\n{text.removesuffix(chr(10))}\n</file>'
-        if len(head) + sum(len(b) + 1 for b in blocks) + len(block) + 1 <= room:
-            blocks.append(block)
-    return "\n".join([head, *blocks]) if blocks else ""
-
-
-# --- JSON -------------------------------------------------------------------------------------------
 def read_json(text, prompt=""):
     """The answer object in the text (behind a fence or prose; never one the prompt itself holds), with the whole
     files of a broken one salvaged; a ValueError with the parser's error and where."""

@@ -7,10 +7,11 @@ whom, and when.
     ...                                 # the seed runs with GEMINI_API_BASE=gw.url, GEMINI_API_KEY=plan["token"]
     gw.waited(plan["token"])            # seconds the gateway itself waited during the run (its limit grows by them)
     report = gw.close_run(plan["token"])  # what the run asked, spent, got, refused; any problem; each call's
-                                          # bytes as sent upstream, received, and cleaned for the seed
+                                          # bytes as the seed asked, as sent upstream, received, and cleaned
     gw.close()
 The seed POSTs /v1beta/models/{any}:generateContent (or /v1/...) with its run's token, checked before its body
-is read; answers.py reads the request and cleans the answer. No wire format is known here: the backend turns
+is read; answers.py reads the request, adapts it to the wire (never adding content nor choosing sampling: what
+the model is told is the seed's), and cleans the answer. No wire format is known here: the backend turns
 the request into its server's and the answer or error into an outcomes.Kind, which the gateway acts on. Rules:
 - A request that cannot succeed is never sent: not to a model whose day is spent (until midnight Pacific) or
   that was not found (for a day), not over the model's budget, not with a feature the model refuses.
@@ -23,7 +24,6 @@ Its files under `state`: usage.json and quota.json (ledger.py), models.json (mod
 """
 import copy
 import hmac
-import itertools
 import json
 import math
 import random
@@ -35,7 +35,7 @@ from collections import Counter
 from datetime import timedelta
 from pathlib import Path
 
-from . import answers, door, formats, outcomes, scrub
+from . import answers, door, outcomes, scrub
 from .answers import CHARS_PER_TOKEN, MARGIN, TOKEN_FIELDS
 from .ledger import Books, next_pacific_midnight, utc_now
 from .models import FEATURES, Models
@@ -52,7 +52,6 @@ BACKOFF = 2.0             # seconds before the first retry after a server or net
 MAX_WAIT = 180.0          # seconds one request of the seed may wait inside the gateway in all
 STREAK = 5                # answers in a row of one model that landed nothing, after which the console says why
 SAME_FILES = "the same files again"  # what an answer came to whose files were as they were, or as last rolled back
-WARMER = (0.5, 0.8, 1.0)  # the temperature a model asked for plain text is asked at after 1, 2, 3 or more answers
                           # in a row of the same files (unless the seed asks one): at 0.2 the 1.5B sent its landed
                           # notes.py back unchanged six times running, and a failing test it was shown, five
 LINGER = 10.0             # seconds close_run waits for a request still under way upstream
@@ -70,7 +69,6 @@ class Run:
         self.calls, self.refused = [], []
         self.salvaged, self.answered, self.problem = "", False, None
         self.planned = {"tasks": [], "done": []}  # the answer's own word: its tasks, the open tasks it finished
-        self.mending = None  # the last answer rolled back, to show before the answer format (formats.mending)
         self.over = threading.Event()  # set by close_run: the token stops working, waits end
         self.busy = threading.Condition()
         self.under_way = 0             # requests of the seed being served now
@@ -91,9 +89,6 @@ class Gateway:
         self.run, self.stopped, self.server, self.url, self.steering = None, None, None, None, 0
         self.closed = None  # the run closed last: closing it again gives its account again, as it is now
         self.wasted = {}  # model -> why each of its answers in a row landed nothing
-        self.rolled_back = None  # (why, lines, [(path, text)]) of the last answer the gate rolled back, or None
-        self.mends = backend.answer_format == "files"  # a model asked for plain text is shown its last answer rolled
-        # back, and asked warmer after the same files (a replay of such a run too, so its prompts are the record's)
 
     # --- the keeper's side ----------------------------------------------------------------------
     def start(self):
@@ -128,17 +123,7 @@ class Gateway:
         if self.run:
             self.run.over.set()
         self.run = Run(model, self.budget(model))
-        self.run.mending = self.rolled_back if self.mends else None
         return {"token": self.run.token, "model": model, "budget": self.run.budget}
-
-    def recall(self, why=None, lines=(), files=()):
-        """Remember the answer the gate rolled back last (why, the output's telling lines, [(path, text)] of its
-        files) for the next run's prompt; with no `why`, forget it (a change landed). Whether its files are those
-        of the answer remembered before: the model sent back what it was shown, unmended."""
-        with self.lock:
-            same = bool(why and self.rolled_back and sorted(files) == sorted(self.rolled_back[2]))
-            self.rolled_back = (why, list(lines), list(files)) if why else None
-            return same
 
     def waited(self, token):
         """Seconds the gateway itself waited (pacing, retries) during the run of this token."""
@@ -183,21 +168,6 @@ class Gateway:
         self.tell(line := f"{model}: the last {len(wasted)} answers landed nothing ({kinds}); if this goes on, this "
                           "model may be too small for whole-file answers: try a larger one")
         return line
-
-    def mended(self, run, request, model):
-        """The run's last answer rolled back, as it fits the room the seed's request leaves in the model's budget
-        (besides the answer format: a replay, given the record's budget and request, shows the same), held to the
-        rule of the seed's requests: "" if it carries a secret in any form."""
-        if not run.mending:
-            return ""
-        room = (self.budget(model) - answers.estimate_tokens(request)) * CHARS_PER_TOKEN - len(answers.FILES_FORMAT)
-        shown = formats.mending(*run.mending, room)
-        return "" if scrub.secret_in(shown) else shown
-
-    def warmth(self, model):
-        """The temperature to ask a model for plain text at after its answers in a row of the same files, or None."""
-        repeats = len(list(itertools.takewhile(SAME_FILES.__eq__, reversed(self.wasted.get(model, [])))))
-        return WARMER[min(repeats, len(WARMER)) - 1] if repeats and self.mends else None
 
     # --- which model, and when ------------------------------------------------------------------
     def budget(self, model):
@@ -374,8 +344,7 @@ class Gateway:
                 raise MovedOn(f"the prompt is over its budget of {self.budget(model):,} tokens now")
             if self.books.requests_today(model) >= self.known.get(model)["rpd"]:  # a retry must not pass the day
                 raise MovedOn("daily quota spent")
-            body = answers.adapt(request, facts := self.known.get(model), self.backend.answer_format,
-                                 self.mended(run, request, model), self.warmth(model))
+            body = answers.adapt(request, facts := self.known.get(model), self.backend.answer_format)
         self.pace(run, model, math.ceil(answers.estimate_tokens(body) * MARGIN), deadline)
         with self.lock:
             call, day = self.books.count_sent(model)
@@ -388,7 +357,8 @@ class Gateway:
         outcome.body, outcome.why = scrub.valid(outcome.body), scrub.valid(outcome.why)  # where an answer enters
         sent, received = taped[-1] if taped else (b"", b"")
         call.update(day=day, latency=round(time.monotonic() - began, 3), sent=self.redact_bytes(sent),
-                    received=self.redact_bytes(received))
+                    received=self.redact_bytes(received),
+                    asked=self.redact_bytes(json.dumps(request, ensure_ascii=False).encode()))  # as the seed asked
         if outcome.body is not None:
             call["tokens"] = answers.read_usage(outcome.body)
         action = self.act(run, model, outcome, body)

@@ -26,7 +26,7 @@ from enum import Enum
 from . import blame, evaluate, gate, journal, snapshots as snap, terrarium
 from .answers import CHARS_PER_TOKEN
 from .console import say, show_phase
-from .scrub import redact
+from .scrub import redact, secret_in
 from .gate import Failure, Verdict
 from .gateway import SAME_FILES
 from .settings import (DRY_SPELL, EX_CONFIG, EX_UNAVAILABLE, FAULT_PAUSE, FULL_GATE_EVERY, NOT_YOURS, SETTLING,
@@ -128,7 +128,8 @@ class Run:
 @dataclass
 class Memory:
     """What the loop remembers between iterations: the snapshots walked back from, the world's failure it waits out,
-    the walk-back that failure may yet undo, the last failure of a run's own doing, the pause, the dry spell."""
+    the walk-back that failure may yet undo, the last failure of a run's own doing, the pause, the dry spell, and
+    the facts the seed is offered on the last answer rolled back (`facts`)."""
     bad: set = field(default_factory=set)
     world: tuple | None = None      # (failure's value, what it said) blamed on the world
     suspect: dict | None = None     # {"failure", "mark", "home": the snapshot a walk-back left}
@@ -137,6 +138,8 @@ class Memory:
     dry: int = 0
     interrupted: dict | None = None  # the gateway's account of a run Ctrl+C stopped
     cut_short: bool = False          # the last iteration could not write all it meant to: recover() before the next
+    rolled_back: tuple | None = None  # (why, the output's telling lines, [(path, text)]) of the last answer rolled back
+    again: int = 0                   # answers in a row that were the same files again
 
     @classmethod
     def kept(cls, index):
@@ -149,6 +152,26 @@ class Memory:
         whole = home and isinstance(suspect.get("failure"), str) and isinstance(suspect.get("mark"), str)
         return cls(world=tuple(world) if isinstance(world, list) and len(world) == 2 else None,
                    suspect={**suspect, "home": home} if whole else None)
+
+    def recall(self, why=None, lines=(), files=()):
+        """Remember the answer the gate rolled back last (why, the output's telling lines, [(path, text)] of its
+        files); with no `why`, forget it (a change landed). Whether its files are those of the answer remembered
+        before: the model sent back what it was shown, unmended."""
+        same = bool(why and self.rolled_back and sorted(files) == sorted(self.rolled_back[2]))
+        self.rolled_back = (why, list(lines), list(files)) if why else None
+        return same
+
+    def facts(self):
+        """What the seed is offered to read (.seed/rolled_back.json in the working copy), or None: the last answer
+        rolled back (why, the lines of output that show it, its files whole) and how many answers in a row were
+        the same files again. Facts only: what to show the model of them, and how to ask, is the seed's. Held to the
+        rule of the seed's requests: its files and lines are left out when they carry a secret in any form."""
+        if not self.rolled_back and not self.again:
+            return None
+        why, lines, files = self.rolled_back or (None, [], [])
+        facts = {"why": why, "lines": lines, "files": [{"path": path, "content": text} for path, text in files],
+                 "again": self.again}
+        return {"why": why, "lines": [], "files": [], "again": self.again} if secret_in(json.dumps(facts)) else facts
 
     def keep(self):
         suspect = self.suspect and {**self.suspect, "home": self.suspect["home"]["id"]}
@@ -163,7 +186,7 @@ def run_iteration(number, index, timeout, memory, gateway, confinement=""):
         return unasked(plan, gateway)
     show_phase("snapshot of the codebase", restart=True)
     start = snap.snapshot(index, "before" if index["snapshots"] else "genesis", number)
-    terrarium.sync_work(snap.files_of(start))
+    terrarium.sync_work(snap.files_of(start), memory.facts())
     shown = journal.open_tasks()  # as the seed numbers them: the answer's "done" counts in these
     write_atomically(UNDER_WAY, json.dumps({"iteration": number, "start": start["id"]}))
     show_phase("running seed.py")
@@ -185,9 +208,11 @@ def run_iteration(number, index, timeout, memory, gateway, confinement=""):
         gateway.record_waste(run.said["model"], result.waste)
     repeated = False
     if result.outcome is Outcome.LANDED or isinstance(result.failure, Failure) and run.said["answered"]:
-        repeated = gateway.recall(*mendable(run, result))
+        repeated = memory.recall(*mendable(run, result))
     if run.said["model"] and result.outcome in (Outcome.LANDED, Outcome.NO_CHANGE, Outcome.ROLLED_BACK):
-        streak = gateway.tally(run.said["model"], came_to(run, result, repeated))
+        came = came_to(run, result, repeated)
+        memory.again = memory.again + 1 if came == SAME_FILES else 0
+        streak = gateway.tally(run.said["model"], came)
         result.stalled = streak or result.stalled
     return result
 
@@ -203,7 +228,7 @@ def came_to(run, result, repeated):
 
 def mendable(run, result):
     """(why, the output's telling lines, [(path, text)] of the text files it wrote) of an answer the gate rolled
-    back, for the gateway to show the next prompt; () after a landing, which forgets it."""
+    back, for the facts the next run's seed is offered; () after a landing, which forgets it."""
     if result.outcome is Outcome.LANDED:
         return ()
     files = []

@@ -45,8 +45,6 @@ ANSWER_TIMEOUT = (3, 840)  # seconds to connect, and to wait for a whole answer 
                            # the seed waits 890 s by default)
 ANSWER_SECONDS = 600      # the longest an answer may take: a longer one is stopped (its whole files kept), and the
                           # tokens asked are what the model's measured speed writes in that time
-TEMPERATURE = 0.2         # unless the seed asks another: small code models sampled at servers' defaults (0.8)
-                          # wander (Qwen2.5-Coder 1.5B named its notes keeper app.py, or stubbed it)
 MEASURED_FROM = 500       # tokens of an answer long enough to measure a model's speed by (its prompt's time counted in)
 PROBE_TIMEOUT = (3, 10)   # seconds to connect, and to answer, for what the server says about a model
 LOAD_TIMEOUT = (3, 300)   # seconds for Ollama to load a model into memory (an empty /api/generate)
@@ -449,7 +447,8 @@ def as_chat(body, model, room, facts):
     config, chat = body.get("generationConfig") or {}, {"model": model, "messages": system + turns}
     wanted = config.get("maxOutputTokens")
     chat["max_tokens"] = min(room, wanted) if isinstance(wanted, int) and wanted > 0 else room
-    chat["temperature"] = config.get("temperature", TEMPERATURE)
+    if "temperature" in config:  # the seed's choice (the genesis seed asks small models 0.2); never the keeper's
+        chat["temperature"] = config["temperature"]
     if config.get("responseMimeType") == "application/json":
         chat["response_format"] = response_format(config.get("responseJsonSchema") or config.get("responseSchema"),
                                                   facts["json_schema"])

@@ -9,8 +9,9 @@
 Tables: iterations (one row per iteration: its times, model, outcome kind and text, reason, snapshots, files
 with lines added and removed, tasks, the gate's counts and time, the score, and `facts`: the lines its log
 section shows), requests (the ledger's facts per request: model, tokens, kind, latency, wasted and why),
-exchanges (each request's body as sent upstream, its answer as received and as cleaned for the seed;
-a prompt is stored as a zlib'd delta from the one before it, each chain of CHAIN starting whole), carried
+exchanges (each request as the seed asked it and its body as sent upstream, its answer as received and as
+cleaned for the seed; a prompt is stored as a zlib'd delta from the one before it, each chain of CHAIN starting
+whole), carried
 (usage.json's counts from before the record), kept (the files an old workspace was migrated from) and runs
 (one row per start of the keeper on the folder: the run's identity, its parent if it was forked, and what a
 replay needs that is not the code: the goal, the tasks and the person's evaluate.py as they were, the log's
@@ -54,7 +55,7 @@ CREATE TABLE IF NOT EXISTS iterations (number INTEGER PRIMARY KEY, started TEXT,
 CREATE TABLE IF NOT EXISTS requests (id INTEGER PRIMARY KEY, iteration INTEGER, day TEXT, model TEXT, kind TEXT,
   prompt_tokens INTEGER, output_tokens INTEGER, thinking_tokens INTEGER, latency REAL, wasted TEXT);
 CREATE TABLE IF NOT EXISTS exchanges (request INTEGER PRIMARY KEY, chain INTEGER, prompt BLOB, answer BLOB,
-  cleaned BLOB);
+  cleaned BLOB, asked BLOB);
 CREATE TABLE IF NOT EXISTS carried (day TEXT, model TEXT, requests INTEGER, prompt INTEGER, output INTEGER,
   thinking INTEGER, kinds TEXT, wasted TEXT, PRIMARY KEY (day, model));
 CREATE TABLE IF NOT EXISTS kept (name TEXT PRIMARY KEY, content BLOB);
@@ -116,6 +117,8 @@ class Writer:
                 bring_facts_into_columns(self.db)
         if "budget" not in columns_of(self.db):  # a record from before budgets were kept
             self.db.execute("ALTER TABLE iterations ADD COLUMN budget INTEGER")
+        if "asked" not in columns_of(self.db, "exchanges"):  # from before the seed's own request was kept
+            self.db.execute("ALTER TABLE exchanges ADD COLUMN asked BLOB")
         if self.db.execute("SELECT 1 FROM requests WHERE coalesce(day, '') = '' LIMIT 1").fetchone():
             with Transaction(self.db):  # written by a keeper that dated a request only once answered
                 date_requests(self.db)
@@ -167,14 +170,14 @@ class Writer:
         tallies.after_request(self.db, cursor.lastrowid)
         if "sent" in call:
             self.insert_exchange(cursor.lastrowid, redact(call["sent"]), redact(call.get("received") or b""),
-                                 redact(call.get("cleaned") or b""))
+                                 redact(call.get("cleaned") or b""), redact(call.get("asked") or b""))
 
-    def insert_exchange(self, request, prompt, answer, cleaned):
+    def insert_exchange(self, request, prompt, answer, cleaned, asked=b""):
         chain = self.chain if self.chain is not None else request
         stored = (pack(prompt, self.base if self.chain is not None else None, diff=True), pack(answer, prompt),
-                  pack(cleaned, answer))
-        self.db.execute("INSERT INTO exchanges (request, chain, prompt, answer, cleaned) VALUES (?, ?, ?, ?, ?)",
-                        (request, chain, *stored))
+                  pack(cleaned, answer), pack(asked, prompt, diff=True) if asked else None)
+        self.db.execute("INSERT INTO exchanges (request, chain, prompt, answer, cleaned, asked) VALUES (?, ?, ?, ?, "
+                        "?, ?)", (request, chain, *stored))
         count = self.db.execute("SELECT count(*) FROM exchanges WHERE chain = ?", (chain,)).fetchone()[0]
         self.chain, self.base = (chain, prompt) if count < CHAIN else (None, None)
 
@@ -354,13 +357,15 @@ def unpack(data, base):
 
 
 def exchange_from(db, request, decoded=None):
-    """{prompt, answer, cleaned} of a request, as bytes (the prompt decoded along its chain); None if none.
+    """{prompt, answer, cleaned, asked} of a request, as bytes (the prompt decoded along its chain; asked, the seed's
+    own request before the wire's adaptation, b"" in a record from before it was kept); None if none.
     `decoded`, {chain: (request, prompt)}, keeps the last prompt decoded in each chain, and the next is decoded on
     from it: read in order (as a replay reads them), each prompt costs one delta, not its chain's every one."""
-    found = db.execute("SELECT chain, answer, cleaned FROM exchanges WHERE request = ?", (request,)).fetchone()
+    asked = "asked" if "asked" in columns_of(db, "exchanges") else "NULL"
+    found = db.execute(f"SELECT chain, answer, cleaned, {asked} FROM exchanges WHERE request = ?", (request,)).fetchone()
     if not found:
         return None
-    chain, answer, cleaned = found
+    chain, answer, cleaned, asked = found
     since, prompt = (decoded or {}).get(chain, (-1, None))
     if since > request:
         since, prompt = -1, None
@@ -370,7 +375,8 @@ def exchange_from(db, request, decoded=None):
     if decoded is not None:
         decoded[chain] = (request, prompt)
     answer = unpack(answer, prompt)
-    return {"prompt": prompt, "answer": answer, "cleaned": unpack(cleaned, answer)}
+    return {"prompt": prompt, "answer": answer, "cleaned": unpack(cleaned, answer),
+            "asked": unpack(asked, prompt) if asked else b""}
 
 
 # --- reading ------------------------------------------------------------------------------------------
@@ -686,8 +692,8 @@ def read_facts(row, facts):
     row["lines_removed"] = sum(f[3] for f in row["files"])
 
 
-def columns_of(db):
-    return {name for _, name, *_ in db.execute("PRAGMA table_info(iterations)")}
+def columns_of(db, table="iterations"):
+    return {name for _, name, *_ in db.execute(f"PRAGMA table_info({table})")}
 
 
 def bring_facts_into_columns(db):

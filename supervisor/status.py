@@ -4,6 +4,7 @@ Neither makes a generation request: --status reads the record (backups/record.sq
 requests), the tasks, the gateway's memory and backups/; --models asks the API (or the local server) which
 models it offers.
 """
+import difflib
 import json
 import os
 import sys
@@ -159,10 +160,47 @@ def readable(text):
     return "\n".join(lines)
 
 
+def told(body):
+    """The texts a request tells the model, in the order it reads them: the system's, then each message's (Gemini's
+    shape, or a chat's)."""
+    try:
+        body = json.loads(body)
+    except ValueError:
+        return ""
+    body = body if isinstance(body, dict) else {}
+    parts = [*(body.get("systemInstruction") or {}).get("parts", []),
+             *(part for turn in body.get("contents") or [] for part in turn.get("parts", []))]
+    texts = [part.get("text") for part in parts] + [turn.get("content") for turn in body.get("messages") or []]
+    return "\n".join(text for text in texts if isinstance(text, str))
+
+
+def adaptation(asked, sent):
+    """What the wire adaptation changed of the seed's request, in lines: each line of text it added (+) or took
+    away (-), then the settings as asked and as sent (what is not text: the answer's format, limits, sampling)."""
+    changed = [line for line in difflib.unified_diff(told(asked).splitlines(), told(sent).splitlines(), lineterm="",
+                                                     n=0) if line[:1] in "+-" and line[:3] not in ("+++", "---")]
+    asked_settings, sent_settings = settings_of(asked), settings_of(sent)
+    return [*(changed or ["the text: none (the model was told what the seed asked, word for word)"]),
+            f"the settings asked: {json.dumps(asked_settings, sort_keys=True)}",
+            f"the settings sent:  {json.dumps(sent_settings, sort_keys=True)}"]
+
+
+def settings_of(body):
+    """A request's settings: all but its texts and the model's name (Gemini's generationConfig, a chat's fields)."""
+    try:
+        body = json.loads(body)
+    except ValueError:
+        return {}
+    body = body if isinstance(body, dict) else {}
+    if "contents" in body:
+        return body.get("generationConfig") or {}
+    return {key: value for key, value in body.items() if key not in ("messages", "model")}
+
+
 def print_iteration(number):
-    """--show N: what the model was asked at iteration N (the prompt as sent), what it answered (as received and
-    as cleaned for the seed), and what came of it, from the record; 2 (a command-line mistake) with one line if there
-    is no such iteration."""
+    """--show N: what the seed asked at iteration N, and apart what the wire adaptation changed of it (the prompt as
+    sent), what the model answered (as received and as cleaned for the seed), and what came of it, from the record;
+    2 (a command-line mistake) with one line if there is no such iteration."""
     rows = record.iterations(ROOT, number=number)
     if not rows:
         print(f"fallback: the record holds no iteration {number}: see  python fallback.py --status", file=sys.stderr)
@@ -175,6 +213,13 @@ def print_iteration(number):
         print(f"\n=== request {request}: {model}, {kind}, tokens {prompt:,} prompt + {output:,} output + {thinking:,} "
               f"thinking, {latency or 0:.2f} s" + (f", wasted: {wasted}" if wasted else ""))
         found = record.exchange(ROOT, request) or {}
+        if found.get("asked"):
+            print(f"--- what the seed asked ({len(found['asked']):,} bytes), its text:")
+            for line in told(found["asked"]).splitlines():
+                print(printable(line))
+            print("--- what the wire adaptation changed of it:")
+            for line in adaptation(found["asked"], found.get("prompt") or b""):
+                print(printable(line))
         for title, key in (("the prompt as sent", "prompt"), ("the answer as received", "answer"),
                            ("the answer as cleaned for the seed", "cleaned")):
             data = found.get(key) or b""

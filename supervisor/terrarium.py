@@ -45,6 +45,7 @@ PROVIDED = STEERING  # read by the seed
 KEEPER_FILES = {rel.casefold() for rel in [*GUARDED, *STEERING]}  # never the codebase's, by any case
 LOG_SHOWN = 65_536  # bytes of the end of iteration_log.md the working copy holds (the seed shows less)
 RECORD, RECORD_BYTES = ".seed/record.json", 1 << 20  # what the seed says it did, and the most of it read
+FACTS = ".seed/rolled_back.json"  # what the keeper offers the seed to read of the last answer rolled back
 UNCAPTURED = {"__pycache__", ".pytest_cache"}  # caches a run leaves, at any depth: never captured, never its failure
 IN_THE_WAY = {errno.ENOTDIR, errno.EISDIR, errno.EEXIST, errno.ENOTEMPTY}  # something of the person's stands there
 LASTING = IN_THE_WAY | {errno.ENOENT, errno.ENAMETOOLONG, errno.ELOOP}  # what writing a path of a landing can meet
@@ -56,11 +57,14 @@ fingerprints = {}   # (tree, rel) -> (size, mtime, ctime, inode), sha256: what n
 
 
 # --- the working copy -------------------------------------------------------------------------
-def sync_work(here=None):
+def sync_work(here=None, facts=None):
     """Make the working copy the folder's codebase (`here`: its {path: sha256}, when just taken) and what the run
-    reads, whatever the last run left there; empty its temporary folder."""
+    reads (the steering files, the end of the log, and the keeper's `facts` for the seed, as FACTS), whatever the
+    last run left there; empty its temporary folder."""
     blobs = {rel: source_of(rel).read_bytes() for rel in PROVIDED if source_of(rel).is_file()}  # --goal FILE
     blobs["iteration_log.md"] = tail_of(LOG, LOG_SHOWN)
+    if facts is not None:
+        blobs[FACTS] = json.dumps(facts, ensure_ascii=False, indent=1).encode()
     provided.clear()
     provided.update({rel: hashlib.sha256(data).hexdigest() for rel, data in blobs.items()})
     here = manifest(ROOT) if here is None else here
@@ -316,7 +320,8 @@ def read_record():
 # --- running the model's code -----------------------------------------------------------------
 WORD = r"[A-Za-z0-9_.@+-]{1,64}"  # a locale's, a terminal's or an encoding's name: no path, no space, no quote
 PASSED = {"LANG": WORD, "LANGUAGE": r"[A-Za-z0-9_.@:-]{1,128}", "TERM": WORD,
-          "PYTHONIOENCODING": r"[\w.:-]{1,40}", "PYTHONUTF8": "[01]", "TZ": r":?(?!.*\.\.)[\w+,./<>:-]{1,64}",  # a zone's name, or a rule like EST5EDT
+          "PYTHONIOENCODING": r"[\w.:-]{1,40}", "PYTHONUTF8": "[01]",
+          "TZ": r":?(?!.*\.\.)[\w+,./<>:-]{1,64}",  # a zone's name, or a rule like EST5EDT
           **{f"LC_{name}": WORD for name in ("ALL", "CTYPE", "COLLATE", "MESSAGES", "MONETARY", "NUMERIC", "TIME",
                                             "ADDRESS", "IDENTIFICATION", "MEASUREMENT", "NAME", "PAPER", "TELEPHONE")}}
 # The variables of the user's environment a run gets, each by name AND by the shape of its value (a value of

@@ -294,8 +294,8 @@ def test_the_request_goes_as_messages_with_the_schema_as_response_format(gateway
     [chat] = server.chats()
     assert chat["body"] == {"model": QWEN, "messages": [{"role": "system", "content": RULES},
                                                         {"role": "user", "content": GOAL}],
-                            "stream": True, "stream_options": {"include_usage": True}, "temperature": 0.2,
-                            "max_tokens": 16384 - int(16384 * 0.6),
+                            "stream": True, "stream_options": {"include_usage": True},  # no temperature: the
+                            "max_tokens": 16384 - int(16384 * 0.6),  # seed asked none, and sampling is the seed's
                             "response_format": {"type": "json_schema", "json_schema": {
                                 "name": "answer", "schema": JSON_SCHEMA, "strict": True}}}
     assert "authorization" not in chat["headers"]

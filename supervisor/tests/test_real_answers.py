@@ -5,12 +5,13 @@ and the next prompt.
 """
 import json
 import re
+import runpy
 from pathlib import Path
 
 import pytest
 
 import fake_gemini as api
-from conftest import load_keeper
+from conftest import REPO, fresh_workspace, load_keeper
 from test_fallback import outcomes, run_fallback
 from test_gateway import answer_of, ask, gateway_module
 from test_openai_compatible import (LLAMA_CPP, Stream, llama_cpp, llama_cpp_answer, local,  # noqa: F401 (servers)
@@ -261,10 +262,10 @@ def test_a_local_model_is_shown_its_last_answer_rolled_back_to_mend_it_asked_war
     assert [chat["body"]["temperature"] for chat in server.chats()] == [0.2, 0.2, 0.5, 0.2]
     prompts = [chat["body"]["messages"][-1]["content"] for chat in server.chats()]
     assert ["# Your last answer, rolled back" in prompt for prompt in prompts] == [False, True, True, False]
-    shown = prompts[1].split("# Your last answer, rolled back: tests failed\n", 1)[1].split("# Answer format")[0]
+    shown = prompts[1].split("# Your last answer, rolled back: tests failed\n", 1)[1].split("# Codebase")[0]
     assert "> E   AssertionError: assert 1 == 2" in shown
-    assert f'<file path="tests/test_notes.py">\n{broken}</file>' in shown
-    assert f'<file path="notes.py">\n{NOTES}</file>' in shown and prompts[1].endswith(formats.FILES_FORMAT)
+    assert f'<file path="tests/test_notes.py">\n{broken}\n</file>' in shown
+    assert f'<file path="notes.py">\n{NOTES}\n</file>' in shown and prompts[1].endswith(formats.FILES_FORMAT)
     replayed = run_fallback(workspace, env, "--replay")
     assert "all 4 iteration(s) replayed the same (0 skipped)" in replayed.stdout, replayed.stdout + replayed.stderr
     assert len(server.chats()) == 4  # every answer came from the record
@@ -286,28 +287,34 @@ def test_a_last_answer_that_carries_a_secret_in_any_form_is_never_shown(workspac
     assert "# Your last answer" not in second and base64.b64encode(key.encode()).decode() not in second
 
 
-def test_gemini_asked_for_json_is_never_shown_its_last_answer_and_the_rules_name_none_of_the_keepers_files(
+def test_gemini_is_shown_its_last_answer_as_the_seed_asks_and_the_rules_name_none_of_the_keepers_files(
         workspace, env, gemini):
-    """Named in the rules as not the model's, requirements.txt, goal.md, pending_tasks.md and evaluate.py were what
-    the 1.5B wrote first, every run: 3,277 tokens, 300 seconds, cut off."""
+    """What the model is shown of a failure is the seed's to choose: the genesis seed shows every model its last
+    answer rolled back. Named in the rules as not the model's, requirements.txt, goal.md, pending_tasks.md and
+    evaluate.py were what the 1.5B wrote first, every run: 3,277 tokens, 300 seconds, cut off."""
     gemini.reply(api.answer([("notes.py", "x = 1\n"), ("tests/test_notes.py", "def test_x():\n    assert 0\n")]))
     gemini.reply(api.answer([("notes.py", "x = 2\n")]))
     run_fallback(workspace, env, "--iterations", "2")
-    assert outcomes(workspace)[0].startswith("rolled back") and "# Your last answer" not in gemini.prompts()[1]
+    shown = "# Your last answer, rolled back: tests failed\n"
+    assert outcomes(workspace)[0].startswith("rolled back") and shown not in gemini.prompts()[0]
+    assert shown in gemini.prompts()[1]
     rules = gemini.requests[0]["body"]["systemInstruction"]["parts"][0]["text"]
     named = [name for name in ("requirements.txt", "goal.md", "pending_tasks.md", "evaluate.py", "fallback.py",
                                "README.md", "backups/") if name in rules]
     assert not named and "not the keeper's" in rules, rules
 
 
-def test_a_last_answer_is_shown_with_the_files_that_fit_its_room_and_not_at_all_when_none_does():
-    files = [("big.py", "x = 1\n" * 100), ("small.py", "y = 2\n")]
-    shown = formats.mending("tests failed", ["E   assert 0"], files, 400)
-    assert '<file path="small.py">\ny = 2\n</file>' in shown and "big.py" not in shown and len(shown) <= 400
-    assert formats.mending("tests failed", ["E   assert 0"], files, 100) == ""
-    named = formats.mending("tests failed", ["tests/test_a.py:3: in test_a"], [("a.py", "A = 1\n"),
-                                                                               ("tests/test_a.py", "T = 1\n")], 400)
-    assert named.index('<file path="tests/test_a.py">') < named.index('<file path="a.py">')
+def test_the_genesis_seed_shows_a_last_answer_with_the_files_that_fit_its_room_and_not_at_all_when_none_does():
+    mending = runpy.run_path(str(REPO / "seed.py"), run_name="genesis")["mending"]  # the organism's, not the keeper's
+    facts = {"why": "tests failed", "lines": ["E   assert 0"],
+             "files": [{"path": "big.py", "content": "x = 1\n" * 100}, {"path": "small.py", "content": "y = 2\n"}]}
+    shown = mending(facts, 400)
+    assert '<file path="small.py">\ny = 2\n\n</file>' in shown and "big.py" not in shown and len(shown) <= 400
+    assert mending(facts, 100) == "" and mending({}, 400) == ""
+    named = mending({"why": "tests failed", "lines": ["tests/test_a.py:3: in test_a"],
+                     "files": [{"path": "b.py", "content": "B = 1\n"}, {"path": "tests/test_a.py", "content": "T"}]},
+                    400)
+    assert named.index('<file path="tests/test_a.py">') < named.index('<file path="b.py">')
 
 
 def test_a_local_model_that_sends_the_same_files_again_is_asked_warmer_each_time(workspace, env, servers):
@@ -384,3 +391,32 @@ def test_a_link_out_named_as_a_tests_folder_is_never_followed_when_the_gate_take
     done = run_fallback(workspace, env, "--iterations", "1")
     assert outcomes(workspace) == ["landed: 2 file(s) changed"], done.stdout
     assert (elsewhere / "kept").is_symlink()
+
+
+def test_show_tells_what_the_seed_asked_and_apart_what_the_wire_adaptation_changed(workspace, env, gemini, servers,
+                                                                                   tmp_path):
+    """The keeper adds nothing to what the model is told: Gemini gets the seed's text word for word; a server of one's
+    own, asked for <file> blocks, gets it with the answer format after it, and nothing else; the sampling is the
+    seed's (the genesis seed asks a small model 0.2, Gemini nothing)."""
+    def adaptation(root, run_env):
+        shown = run_fallback(root, run_env, "--show", "1").stdout
+        assert "--- what the seed asked (" in shown, shown[-2000:]
+        return shown.split("--- what the wire adaptation changed of it:\n")[1].split("--- the prompt as sent")[0]
+
+    gemini.reply(api.answer([("notes.py", NOTES)]))
+    assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
+    told = adaptation(workspace, env).splitlines()
+    assert told[0] == "the text: none (the model was told what the seed asked, word for word)", told
+    assert told[1].replace("asked:", "") == told[2].replace("sent: ", "") and "temperature" not in told[1], told
+    local = fresh_workspace(tmp_path / "local")
+    server = servers(llama_cpp())
+    server.answer(files_answer(("notes.py", NOTES)))
+    local_env = {**env}
+    del local_env["GEMINI_API_KEY"]
+    (local / ".env").write_text(f"OPENAI_BASE_URL={server.base}\nOPENAI_MODEL={LLAMA_CPP}\n")
+    assert run_fallback(local, local_env, "--iterations", "1").returncode == 0
+    told = adaptation(local, local_env).splitlines()
+    added = [line[1:] for line in told if line.startswith("+")]
+    assert not [line for line in told if line.startswith("-")], told
+    assert "\n".join(added).strip() == formats.FILES_FORMAT.strip(), added
+    assert '"temperature": 0.2' in told[-2] and '"temperature": 0.2' in told[-1], told
