@@ -371,8 +371,8 @@ def test_the_run_reads_of_etc_only_what_it_needs_and_reaches_no_unix_socket_of_t
 names, scrub = load_keeper("names"), load_keeper("scrub")
 
 
-@pytest.mark.parametrize("rel", ["café.py", "日本語/モジュール.py", "a b/c-d_e.py", "n" * 255, "tests/test_x.py",
-                                 "Icon.py", "environment.py", "envelope/.env".replace("/.env", "/env.py")])
+@pytest.mark.parametrize("rel", ["c-d_e.py", "n" * 255, "tests/test_x.py", "Icon.py", "environment.py",
+                                 "envelope/.env".replace("/.env", "/env.py")])  # café.py, a b.py: test_names.py
 def test_names_on_the_allow_list_are_taken(rel):
     assert names.refusal(rel) is None
 
