@@ -54,6 +54,8 @@ EMPTY_RULE = ("A test file a change adds must test something: a function whose n
 TAKEN_RULE = ("A module of the codebase may not take the name of a module of the standard library or of an installed "
               "package (json.py, signal.py, requests/): wherever the folder comes first on the path, it would "
               "stand in for the real one. Give it a name of its own (notes_json.py, not json.py).")
+SEEDS_CONTRACT = "seed.py's contract"  # the contract's path as the model is told it (the file is the keeper's)
+SEED_BROKEN = "seed.py breaks its docstring's rules"  # what a failure of the contract says first
 FACTS_BYTES = 8 << 20  # the most of the plugin's report read (about 80,000 tests)
 
 
@@ -230,7 +232,7 @@ def judge_tests(facts, code, output, tests, files):
     if code is None:
         return Verdict(Failure.TESTS_TIMEOUT, output=output, passing=passing)
     if "failed" in outcomes.values() or (code not in (0, 5) and collected is not None):
-        return Verdict(Failure.TESTS, output=output, passing=passing)
+        return Verdict(Failure.TESTS, contract_broken(outcomes), output.replace(CONTRACT, SEEDS_CONTRACT), passing)
     finished = next((fact["finished"] for fact in facts if "finished" in fact), None)
     expected = sum(len(source.defined_tests(files[rel])) for rel in tests if rel in files)
     why = ("pytest ended before it collected the tests" if collected is None else
@@ -241,6 +243,14 @@ def judge_tests(facts, code, output, tests, files):
     if why:
         return Verdict(Failure.TESTS_UNREPORTED, f"{why} (exit {code})", output, passing)
     return Verdict(passing=passing)
+
+
+def contract_broken(outcomes):
+    """The rules of the seed's contract that failed, in words the model can act on ('' when none did): the
+    contract is the keeper's file, which the model never sees, and its tests' names say the rules."""
+    rules = [re.sub(r"\[.*\]$", "", test.split("::")[-1]).removeprefix("test_").replace("_", " ")
+             for test, outcome in outcomes.items() if test.startswith(f"{CONTRACT}::") and outcome != "passed"]
+    return f"{SEED_BROKEN}: {'; '.join(dict.fromkeys(rules))}" if rules else ""
 
 
 def count_passing(outcomes, collected, tests, files):

@@ -300,6 +300,8 @@ def settle(number, index, start, run, memory):
     if failure is None and run.changes and spacing_only(run.changes, snap.files_of(start), run.files):
         run = replace(run, changes=[], spacing=True)
     verdict = judged(run, start, index) if failure is None and run.changes else None
+    if verdict and verdict.detail.startswith(gate.SEED_BROKEN) and any(rel != "seed.py" for rel, *_ in run.changes):
+        run, verdict = the_rest(number, start, index, run, verdict)
     score = None
     if verdict and not verdict.failure:
         score, failure, detail, output = scored(run, start)
@@ -318,6 +320,21 @@ def settle(number, index, start, run, memory):
     result.verdict, result.score = verdict, score
     result.gate_seconds = round(time.monotonic() - began, 3) if run.changes and not run.untrusted else None
     return result
+
+
+def the_rest(number, start, index, run, verdict):
+    """(run, verdict) for an answer whose seed.py breaks its contract: the rest of it judged on its own, seed.py as
+    it was (nothing imports the seed: a small model wrote the goal's code into it, beside good files), and a task
+    saying which rules the rewrite broke; as it was when the rest fails too."""
+    before = snap.files_of(start)
+    files = {rel: sha for rel, sha in {**run.files, "seed.py": before.get("seed.py")}.items() if sha}
+    rest = replace(run, files=files, changes=[change for change in run.changes if change[0] != "seed.py"])
+    alone = judged(rest, start, index)
+    if alone.failure:
+        return run, verdict
+    journal.add_failure_task(f"Iteration {number} landed without its seed.py: {verdict.detail}. Keep them when you "
+                             "improve it.", verdict.output, start["id"], journal.failure_mark(verdict.why, verdict.output))
+    return rest, alone
 
 
 def spacing_only(changes, before, after):

@@ -243,8 +243,26 @@ def test_the_seed_contract_tests_in_the_gate_roll_back_an_unsafe_seed(workspace,
     gemini.reply(api.answer([("seed.py", unsafe)]))
     done = run_fallback(workspace, env, "--iterations", "1")
     assert done.returncode == 0, done.stderr
-    assert outcomes(workspace) == ["rolled back: tests failed"]
+    assert outcomes(workspace) == ["rolled back: tests failed: seed.py breaks its docstring's rules: unsafe paths are "
+                                   "refused and the rest written"]
     assert (workspace / "seed.py").read_text() == original
+    assert "supervisor/tests" not in (workspace / "pending_tasks.md").read_text()  # the keeper's file: never shown
+
+
+def test_a_seed_rewrite_that_breaks_its_contract_is_dropped_and_the_rest_of_the_answer_lands(workspace, env, gemini):
+    """A small model wrote the goal's code into seed.py beside a good module: nothing imports the seed, so the rest
+    is judged on its own; the task says which of the seed's rules its rewrite broke, in words."""
+    (workspace / "supervisor" / "tests" / "test_seed.py").write_bytes((REPO / "supervisor/tests/test_seed.py").read_bytes())
+    original = (REPO / "seed.py").read_text()
+    gemini.reply(api.answer([("seed.py", original + "\n\ndef add(a, b):\n    return a + b\n" * 3),
+                             ("calc.py", "def add(a, b):\n    return a + b\n")]))
+    done = run_fallback(workspace, env, "--iterations", "1")
+    assert done.returncode == 0, done.stderr
+    assert outcomes(workspace) == ["landed: 1 file(s) changed"]
+    assert (workspace / "seed.py").read_text() == original and (workspace / "calc.py").exists()
+    tasks = (workspace / "pending_tasks.md").read_text()
+    assert "Iteration 1 landed without its seed.py: seed.py breaks its docstring's rules: the seed stays tiny" in tasks
+    assert "supervisor/tests" not in tasks, tasks
 
 
 def test_unsafe_paths_are_refused_and_logged(workspace, env, gemini):
