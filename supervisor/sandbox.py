@@ -1,17 +1,22 @@
 """sandbox: confine a child process (the model's code) with the most this machine offers.
 
     policy = policy_for(workdir, temp, gateway_port, LIMITS, isolate=isolation()[0])  # what the child may reach
-    subprocess.Popen(command([sys.executable, "seed.py"], policy), cwd=workdir, ...)
+    subprocess.Popen(command([sys.executable, "seed.py"], policy, workdir), cwd=START, ...)
     end_descendants()                      # after it: whatever it left running (the keeper is their subreaper)
     say(f"confinement: {probe().text}")    # e.g. "Landlock ABI 7: files, truncation, TCP, signals"
 
-`command` puts a launcher in front of the command: `python -I -S -c LAUNCH '<policy json>' <command...>`.
-The launcher sets the rlimits and TMPDIR; where the kernel allows (isolation() tried it once), it puts the run
-in user, PID, mount and network namespaces of its own, with a relay to the gateway outside them; it sets
-no_new_privs (run as root, keeps exec from granting capabilities), confines itself with Landlock, then execs
-the command; everything the command starts inherits all of it. Linux: Landlock and namespaces through their
-system calls with ctypes (no dependency: the PyPI bindings, landlock 1.0.0.dev5 or py-landlock 0.1, are
-pre-releases that add little). macOS: sandbox-exec with a Seatbelt profile made from the same policy
+`command` puts a launcher in front of the command: `python -I -S -B -c LAUNCH '<policy json>' <folder>
+<command...>`, started in START ("/"), never in a folder the model writes: the dynamic linker reads an empty
+LD_LIBRARY_PATH entry as the folder a process starts in, and -I keeps the working folder and PYTHONPATH off
+the launcher's imports. The launcher sets the rlimits and TMPDIR; where the kernel allows (isolation() tried
+it once), it puts the run in every namespace a user may make (user, PID, mount, network, IPC, UTS, cgroup),
+with a relay to the gateway outside them; it sets no_new_privs (run as root, keeps exec from granting
+capabilities), confines itself with Landlock, enters the working folder, installs the seccomp filter last,
+then execs the command; everything the command starts inherits all of it. What it may read comes from this
+interpreter (its prefixes, its site-packages; a virtual environment by its parts) and the keeper's own
+paths, never from an environment variable. Linux: Landlock, namespaces and seccomp through their
+system calls with ctypes, the system call numbers kept as data (SYSCALLS; no dependency: the PyPI bindings,
+landlock 1.0.0.dev5 or py-landlock 0.1, are pre-releases that add little). macOS: sandbox-exec with a Seatbelt profile made from the same policy
 (generated and tested as text, never run here). With `require` (SEED_SANDBOX=require) a machine without
 Landlock or sandbox-exec refuses to run the code: one line, exit 78.
 
@@ -43,19 +48,28 @@ determined attacker with kernel exploits. What confines it, and what each part n
 - /dev/shm (the mount namespace): a private tmpfs of SEED_SHM_MB; gone when the run ends. /run, /var/run and
   /tmp/.X11-unix are covered by empty read-only tmpfs, hiding the UNIX sockets of D-Bus, systemd, docker
   and X11. Landlock keeps applying inside, nested after the namespaces are set up.
-- UNIX sockets (seccomp, x86_64 and aarch64): the seed makes none (socket(AF_UNIX) refused; socketpair works),
-  so it reaches no pathname socket of the user's anywhere; see refuse_unix_sockets. The gate's tests keep them:
-  multiprocessing's managers and forkserver (3.14's default start method) make them.
+- System V IPC and POSIX message queues (an IPC namespace): the run's own, out of reach of the person's, gone
+  when the run ends. The hostname (UTS) and the cgroup tree are its own too.
+- System calls (seccomp, Linux 3.5+, x86_64 and aarch64): a default-deny allow-list (syscall_filter): what
+  Python, pytest and ordinary code use, and nothing else: not the keyring (keyctl), another process's memory
+  (ptrace, process_vm_readv), mounts, namespaces (unshare, setns, clone's namespace flags), io_uring, bpf,
+  modules, the clock, personality changes. A call the list names as refused fails with EPERM; any other with
+  ENOSYS, as on a kernel without it, so libc and Python fall back (clone3 to clone). The seed makes no UNIX
+  socket (socket(AF_UNIX) refused; socketpair works), so it reaches no pathname socket of the user's anywhere;
+  the gate's tests keep them: multiprocessing's managers and forkserver (3.14's default start method) make
+  them. Without an IPC namespace, System V IPC and message queues are refused.
 - The environment (terrarium.clean_env): an allow-list, never the user's shell variables.
 Still open with all of the above: for the gate, pathname UNIX sockets at a path the code can guess outside
 /run (say ~/.docker/run/docker.sock): seccomp cannot see the path connect() is given, and Landlock ABI 9's
 RESOLVE_UNIX, which would refuse them, is not used: no kernel here offers it to test it. Learning that a path
 exists, its size and times (stat is not checked); reading the world-readable files of /sys; CPU, memory and
-disk beyond the rlimits; the kernel's own bugs. Refusals are not sent to the audit log (ABI 7 could): a model that keeps trying would flood it.
+disk beyond the rlimits; ioctls but TIOCSTI and TIOCLINUX (a run has no terminal); the kernel's own bugs.
+Refusals are not sent to the audit log (ABI 7 could): a model that keeps trying would flood it.
 
-Without namespaces (refused by the kernel, or SEED_NAMESPACES=0; macOS): the keeper is the child subreaper
-of its runs (Linux 3.4+), so every orphan a run leaves becomes its child, and after each run it stops, then
-kills, every process below it until none is left; a keeper killed with kill -9 ends only the process group
+Without namespaces (refused by the kernel, or SEED_NAMESPACES=0; macOS): the seccomp filter holds (Linux) and
+refuses System V IPC; the keeper is the child subreaper of its runs (Linux 3.4+), so every orphan a run leaves
+becomes its child, and after each run it stops, then kills, every process below it until none is left; a
+keeper killed with kill -9 ends only the process group
 of the run it left at its next start (a daemon that left that group lives on). macOS has no subreaper:
 there a daemon outlives its run. Processes: RLIMIT_NPROC at the user's count at launch plus
 SEED_PROCESSES (root unbounded). /dev/shm is the machine's: what this user made there during the run is
