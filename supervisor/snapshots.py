@@ -5,7 +5,9 @@ sha256 of its content}. Listings and contents are immutable objects in backups/o
 sha256, each kept once, so a snapshot stores only the files and listings that changed. Restores copy
 objects out, so editing the codebase never changes a backup. backups/index.json lists the snapshots (id,
 time, iteration, kind, known good, digest, file count). The codebase is every file of the folder but the
-keeper's and the person's (settings.NOT_YOURS) and names that start with ".".
+keeper's and the person's (settings.NOT_YOURS), names outside the allow-list (names.py) and a person's virtual
+environment (`of_a_venv`: a folder holding pyvenv.cfg, at any depth, and, when the folder itself is one, what
+`python -m venv .` makes at its top): never shown to the model, copied, snapshotted or landed over.
 """
 import functools
 import gzip
@@ -26,21 +28,36 @@ from .settings import (BACKUPS, BACKUPS_BYTES, GUARDED, INDEX, KEEP_DAILY_DAYS, 
                        write_atomically)
 
 
+VENV = {"bin", "lib", "lib64", "include", "share", "pyvenv.cfg"}  # what `python -m venv .` makes in a folder
+
+
 def codebase_files(root=ROOT):
     """(path, DirEntry) of each file of the codebase in root (the folder, or the working copy): all but the
-    keeper's and the person's files and folders, and any name outside the allow-list (names.py: .env and its
-    copies, .git, any name that starts with ".", Finder's "Icon\r"): never judged, never landed."""
+    keeper's and the person's files and folders, a virtual environment (of_a_venv), and any name outside the
+    allow-list (names.py: .env and its copies, .git, any name that starts with ".", Finder's "Icon\r"): never
+    judged, never landed."""
     skip, cut, folders = {p.casefold() for p in GUARDED + STEERING}, len(str(root)) + 1, [str(root)]
     while folders:
         with os.scandir(folders.pop()) as entries:
             for entry in entries:
-                if refusal(entry.path[cut:]):
+                rel, folder = entry.path[cut:], entry.is_dir(follow_symlinks=False)
+                if refusal(rel) or of_a_venv(rel, folder, lambda path: os.path.isfile(f"{root}/{path}/pyvenv.cfg")):
                     continue
-                if entry.is_dir(follow_symlinks=False):  # a symlink is neither a folder nor a file here
-                    if entry.name.casefold() not in NOT_CODE and not os.path.exists(entry.path + "/pyvenv.cfg"):
+                if folder:  # a symlink is neither a folder nor a file here
+                    if entry.name.casefold() not in NOT_CODE:
                         folders.append(entry.path)
-                elif entry.is_file(follow_symlinks=False) and entry.path[cut:].casefold() not in skip:
-                    yield entry.path[cut:], entry  # POSIX only, so the separator is already "/"
+                elif entry.is_file(follow_symlinks=False) and rel.casefold() not in skip:
+                    yield rel, entry  # POSIX only, so the separator is already "/"
+
+
+def of_a_venv(rel, folder, holds_cfg):
+    """Whether the path rel is a virtual environment's, which is the person's and never the codebase's, wherever
+    the model's code would put one: a pyvenv.cfg, a folder that holds one (holds_cfg(rel), or in the person's
+    folder), and, when the person's folder itself is one (python -m venv .), the names venv makes at its top (VENV,
+    in any case)."""
+    name = rel.rsplit("/", 1)[-1].casefold()
+    return name == "pyvenv.cfg" or folder and (holds_cfg(rel) or (ROOT / rel / "pyvenv.cfg").is_file()) or \
+        "/" not in rel and name in VENV and (ROOT / "pyvenv.cfg").is_file()
 
 
 def digest_of(path):

@@ -117,15 +117,17 @@ def capture_work(start):
 def not_codebase(rel, folder, keepers):
     """Whether the capture leaves rel out: the caches a run leaves and the seed's own .seed/ (its record), the
     keeper's and the person's folders and files by any case (noting in `keepers` those a run may have written),
-    and virtual environments. Untrusted, the code's failure, for a name outside the allow-list (names.py)."""
+    and virtual environments (snapshots.of_a_venv). Untrusted, the code's failure, for a name outside the
+    allow-list (names.py)."""
     name = rel.rsplit("/", 1)[-1]
     if folder and (name in UNCAPTURED or rel == ".seed"):
         return True
     if why := refusal(rel):
         raise Untrusted(why)
-    if folder and (name.casefold() in NOT_CODE or untrusted.holds_file(WORK, f"{rel}/pyvenv.cfg")):
+    if folder and name.casefold() in NOT_CODE or \
+            snap.of_a_venv(rel, folder, lambda path: untrusted.holds_file(WORK, f"{path}/pyvenv.cfg")):
         if "/" not in rel:
-            keepers.append(f"{rel}/")
+            keepers.append(f"{rel}/" if folder else rel)
         return True
     if not folder and rel.casefold() in KEEPER_FILES:
         keepers.append(rel)
