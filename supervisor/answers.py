@@ -199,7 +199,7 @@ def clean_answer(body, sent):
     if not answer["files"] and finish not in ("STOP", None):
         raise ValueError(f"no file came whole{cut_off(finish, text)}")
     if finish not in ("STOP", None) and answer["files"]:  # what broke is the cut's doing
-        broken = "cut off (MAX_TOKENS)" if finish == "MAX_TOKENS" else f"cut off (finishReason {finish})"
+        broken = f"cut off ({finish}: {STOPPED.get(finish, 'the server ended it')})"
     return answer, f"{broken}: kept the {len(answer['files'])} file(s) that came whole" if broken else ""
 
 
@@ -213,9 +213,14 @@ def read_otherwise(reader, text):
 
 
 def cut_off(finish, text):
-    """What an answer's end says, when it did not end as asked: its finish reason and length."""
-    return "" if finish == "STOP" else f" (finishReason {finish}, {len(text):,} characters: the answer was cut off)" \
-        if finish == "MAX_TOKENS" else f" (finishReason {finish}, {len(text):,} characters)"
+    """What an answer's end says, when it did not end as asked: its finish reason, length and cause."""
+    return "" if finish == "STOP" else \
+        f" (finishReason {finish}, {len(text):,} characters: {STOPPED.get(finish, 'the server ended it')})"
+
+
+STOPPED = {"MAX_TOKENS": "the answer was cut off at its token limit",  # why an answer ended before its end, in words
+           "REPETITION": "the keeper stopped it as it repeated one short piece over and over",
+           "RUN_ENDED": "the keeper stopped it as its run ended (Ctrl+C, or the seed's time: --timeout)"}
 
 
 def request_text(body):

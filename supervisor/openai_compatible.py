@@ -27,7 +27,6 @@ proxy all serve POST {base}/chat/completions. The seed keeps speaking Gemini's R
 import math
 import os
 import re
-import time
 from datetime import timedelta
 
 import requests
@@ -41,11 +40,8 @@ CONTEXT_TOKENS = 8192     # the context assumed when the server does not say one
 PROMPT_SHARE = 0.6        # of the context, for the prompt in real tokens; the rest is the answer's (whole files)
 SMALLEST_BUDGET = 3_000   # estimated tokens: the rules, the goal, the tasks and a 150-line seed.py. A model whose
                           # context leaves less (a context under 8,192 tokens) is not planned
-ANSWER_TIMEOUT = (3, 840)  # seconds to connect, and to wait for a whole answer (a CPU can take many minutes;
-                           # the seed waits 890 s by default)
-ANSWER_SECONDS = 600      # the longest an answer may take: a longer one is stopped (its whole files kept), and the
-                          # tokens asked are what the model's measured speed writes in that time
-MEASURED_FROM = 500       # tokens of an answer long enough to measure a model's speed by (its prompt's time counted in)
+ANSWER_TIMEOUT = (3, 840)  # seconds to connect, and to wait for the next byte of an answer (a CPU can read a long
+                           # prompt for minutes before its first token); the seed's own time bounds the whole
 PROBE_TIMEOUT = (3, 10)   # seconds to connect, and to answer, for what the server says about a model
 LOAD_TIMEOUT = (3, 300)   # seconds for Ollama to load a model into memory (an empty /api/generate)
 BARE_429_WAIT = 60.0      # seconds to wait after a 429 (local servers say no more)
@@ -117,7 +113,6 @@ class OpenAICompatible:
         self.reached = False  # whether the server ever answered: before, not reaching it means it is not running
         self.listed = None    # the models the server lists (None: it did not say)
         self.silent = set()   # models no probe could say anything about (llama-cpp-python): not probed again
-        self.speed = {}       # model -> tokens a second it answered with last: its answers are sized to ANSWER_SECONDS
 
     # --- which model, and how much may be asked ---------------------------------------------------
     def prepare(self, models):
@@ -197,11 +192,10 @@ class OpenAICompatible:
         """The outcome of one chat completion, the answer given the room its context leaves."""
         context = self.context(model)
         room = context - int(context * PROMPT_SHARE)
-        chat = {**as_chat(body, model, min(room, self.speed.get(model, room) * ANSWER_SECONDS), facts), **STREAM}
-        began = time.monotonic()
+        chat = {**as_chat(body, model, room, facts), **STREAM}
         try:
             response = fetch_bounded("POST", f"{self.upstream}/chat/completions", chat, bearer(self.key),
-                                     ANSWER_TIMEOUT, reader(getattr(TAPE, "over", None), ANSWER_SECONDS))
+                                     ANSWER_TIMEOUT, reader(getattr(TAPE, "over", None)))
             if response.status_code == 200 and not response.content:  # llama-cpp-python streams nothing when it
                 unstreamed = {k: v for k, v in chat.items() if k not in STREAM}  # fails before a token: unstreamed,
                 response = fetch_bounded("POST", f"{self.upstream}/chat/completions", unstreamed,  # it says why
@@ -218,15 +212,7 @@ class OpenAICompatible:
         if body is None:
             return Outcome(Kind.UNUSABLE, "unusable answer", f"the server's answer is not a JSON object: "
                                                               f"{response.text[:80]!r}")
-        self.measure(model, body, time.monotonic() - began)
         return Outcome(Kind.ANSWER, "answer", body=as_gemini(body))
-
-    def measure(self, model, body, seconds):
-        """Keep the model's speed, in tokens a second (the whole request's), from an answer of some length."""
-        tokens = positive((body.get("usage") or {}).get("completion_tokens")) if isinstance(body.get("usage"),
-                                                                                             dict) else None
-        if tokens and tokens >= MEASURED_FROM:
-            self.speed[model] = max(1, int(tokens / seconds))
 
     def read_refusal(self, model, code, message, chat):
         """The outcome an error answer means, by what it says as much as by its status; `chat` is what was sent."""

@@ -1,18 +1,19 @@
 """streaming: a chat completion read as the server streams it, so that a runaway answer is stopped early.
 
-    read = reader(over, seconds)     # fetch_bounded(..., read=read): the completion assembled in OpenAI's shape
+    read = reader(over)              # fetch_bounded(..., read=read): the completion assembled in OpenAI's shape
     chat.update(STREAM)              # what a request adds to be streamed (with usage at its end, where served)
 
 Reading the events as they come lets the keeper stop an answer that repeats itself (a model writing "\t" to
-its token limit: 381 s), that runs past its time budget, or whose run has ended (Ctrl+C, the seed gone):
-the connection is closed, and llama-cpp-python, which goes on generating an abandoned request that is not
-streamed, stops at its next token. The answer so far comes back with finish_reason "repetition",
-"time_budget" or "run_ended", and the whole files in it are salvaged. A server that answers with a plain
+its token limit: 381 s), or whose run has ended (Ctrl+C, the seed gone at its own time limit, --timeout): the
+connection is closed, and llama-cpp-python, which goes on generating an abandoned request that is not streamed,
+stops at its next token. The answer so far comes back with finish_reason "repetition" or "run_ended", and the
+whole files in it are salvaged. An answer is never stopped for being slow: on a loaded 2-core machine the 1.5B
+read a long prompt for minutes before its first token, and a fixed 600 s cut honest answers a few hundred
+characters in; its token limit (the server's) and the seed's time bound it. A server that answers with a plain
 JSON body (it does not stream) is read whole.
 """
 import json
 import re
-import time
 
 from .outcomes import MAX_ANSWER, TooLarge, read_whole
 
@@ -23,15 +24,14 @@ PIECE = 60                # the longest such piece
 RUNAWAY = re.compile(rf"(.{{1,{PIECE}}}?)\1+.{{0,{PIECE}}}", re.S)
 
 
-def reader(over, seconds):
-    """A read function for fetch_bounded: a streamed completion assembled, stopped when `over` is set, after
-    `seconds`, or at a runaway repetition; a plain JSON body read whole."""
+def reader(over):
+    """A read function for fetch_bounded: a streamed completion assembled, stopped when `over` is set or at a
+    runaway repetition; a plain JSON body read whole."""
     def read(response):
         if "text/event-stream" not in response.headers.get("Content-Type", ""):
             return read_whole(response)
-        completion = assemble(response, lambda text: why_stop(text, over, deadline))
+        completion = assemble(response, lambda text: why_stop(text, over))
         return json.dumps(completion).encode() if completion else b""  # no event: it failed before a token
-    deadline = time.monotonic() + seconds
     return read
 
 
@@ -72,12 +72,10 @@ def event_of(line):
     return event if isinstance(event, dict) else {}
 
 
-def why_stop(text, over, deadline):
+def why_stop(text, over):
     """Why to stop reading an answer now, or None."""
     if over is not None and over.is_set():
         return "run_ended"
-    if time.monotonic() > deadline:
-        return "time_budget"
     tail = text[-REPEATS:]
     if len(tail) == REPEATS and RUNAWAY.fullmatch(tail):
         return "repetition"

@@ -16,11 +16,10 @@ import requests
 import fake_gemini as api
 from conftest import load_keeper
 
-
-
 gateway_module, answers, door, gemini, ledger_module = (load_keeper(name) for name in
                                                         ("gateway", "answers", "door", "gemini", "ledger"))
 Gateway = gateway_module.Gateway
+CUT_AT_THE_LIMIT = "cut off (MAX_TOKENS: the answer was cut off at its token limit): kept the 1 file(s) that came whole"
 KEY = "AIzaSy" + uuid.uuid4().hex + uuid.uuid4().hex[:1]  # the shape of a real key: AIza and 35 characters
 FLASH, LITE, GEMMA = "gemini-3.5-flash", "gemini-3.5-flash-lite", "gemma-4-26b-a4b-it"
 PACIFIC = ZoneInfo("America/Los_Angeles")
@@ -396,7 +395,7 @@ def test_the_files_that_came_whole_are_salvaged_from_an_answer_cut_off(gateway, 
     assert answer_of(response) == {"tasks": ["one", "two"], "done": [],
                                    "files": [{"path": "a.py", "content": "A = 1\n"}]}
     report = gw.close_run(plan["token"])
-    assert report["salvaged"] == "cut off (MAX_TOKENS): kept the 1 file(s) that came whole" and report["answered"]
+    assert report["salvaged"] == CUT_AT_THE_LIMIT and report["answered"]
 
 
 def test_every_whole_file_is_salvaged_from_an_answer_broken_anywhere_and_the_parsers_error_said(gateway, upstream):

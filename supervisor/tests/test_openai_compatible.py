@@ -33,7 +33,8 @@ import pytest
 import fake_gemini as api
 from fake_gemini import FakeGemini
 # The seed's request, the client and the keeper's package loaded by its path, as the Gemini gateway's tests have them
-from test_gateway import RULES, SCHEMA, answer_of, answers, ask, gateway_module, gemini, seconds_from_now
+from test_gateway import (CUT_AT_THE_LIMIT, RULES, SCHEMA, answer_of, answers, ask, gateway_module, gemini,
+                          seconds_from_now)
 
 local, backends = (importlib.import_module(f"supervisor.{name}") for name in ("openai_compatible", "backends"))
 QWEN, LLAMA_CPP, VLLM, GEMMA = "qwen3:8b", "qwen3-8b", "Qwen/Qwen2.5-7B-Instruct", "google/gemma-4-26b-a4b"
@@ -367,7 +368,7 @@ def test_the_files_that_came_whole_are_salvaged_from_a_length_cut_off(gateway, s
     assert response.status_code == 200 and response.json()["candidates"][0]["finishReason"] == "STOP"
     assert answer_of(response) == {"tasks": ["one", "two"], "done": [],
                                    "files": [{"path": "a.py", "content": "A = 1\n"}]}
-    assert gw.close_run(plan["token"])["salvaged"] == "cut off (MAX_TOKENS): kept the 1 file(s) that came whole"
+    assert gw.close_run(plan["token"])["salvaged"] == CUT_AT_THE_LIMIT
 
 
 def test_an_answer_cut_off_while_still_thinking_is_unusable(gateway, servers):
@@ -451,7 +452,8 @@ def test_a_runaway_answer_is_stopped_early_its_whole_files_kept_and_the_server_l
     assert answer_of(ask(gw, plan["token"]))["files"] == [{"path": "notes.py", "content": "NOTES = []\n"}]
     assert stream.hung_up.wait(5) and stream.sent < 1_500
     report = gw.close_run(plan["token"])
-    assert report["salvaged"] == "cut off (finishReason REPETITION): kept the 1 file(s) that came whole"
+    assert report["salvaged"] == ("cut off (REPETITION: the keeper stopped it as it repeated one short piece over and "
+                                  "over): kept the 1 file(s) that came whole")
 
 
 def test_the_upstream_request_is_closed_when_the_run_ends(gateway, servers):

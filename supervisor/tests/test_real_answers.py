@@ -13,7 +13,7 @@ import pytest
 import fake_gemini as api
 from conftest import REPO, fresh_workspace, load_keeper
 from test_fallback import outcomes, run_fallback
-from test_gateway import answer_of, ask, gateway_module
+from test_gateway import CUT_AT_THE_LIMIT, answer_of, ask, gateway_module
 from test_openai_compatible import (LLAMA_CPP, Stream, llama_cpp, llama_cpp_answer, local,  # noqa: F401 (servers)
                                     servers)
 
@@ -168,14 +168,14 @@ def test_an_answer_cut_off_before_a_file_came_whole_says_so(servers, tmp_path):
     answer, report = ask_local(servers, tmp_path, streamed("dash_on_every_line", "length"))
     assert answer is None and report["problem"] == {"kind": "unusable", "why": (
         "no file came whole: the block of seed.py (line 3) has no </file> (finishReason MAX_TOKENS, 563 characters: "
-        "the answer was cut off)")}
+        "the answer was cut off at its token limit)")}
 
 
 def test_files_written_as_a_named_fenced_block_are_taken_and_the_whole_ones_kept_from_a_cut(servers, tmp_path):
     """Aider's "whole" shape: 'Create a new Python file named `app.py` in the same directory as `seed.py` ...'."""
     answer, report = ask_local(servers, tmp_path, streamed("aider_whole_cut_off"))
     assert [f["path"] for f in answer["files"]] == ["app.py"] and answer["files"][0]["content"].startswith("import os")
-    assert report["salvaged"] == "cut off (MAX_TOKENS): kept the 1 file(s) that came whole"
+    assert report["salvaged"] == CUT_AT_THE_LIMIT
 
 
 def test_the_seed_never_rewrites_a_file_its_prompt_could_not_show(workspace, env, gemini):
