@@ -94,8 +94,8 @@ from supervisor.console import (count, local_time, report, say, show_iteration, 
                                 start_status_line, summary)
 from supervisor.iteration import Memory, Outcome, Result, note_dry_spell, run_iteration  # noqa: E402
 from supervisor.recovery import recover, write_iteration  # noqa: E402
-from supervisor.settings import (BACKOFF, BACKUPS, EX_CONFIG, LOCK, LOG, PROMPT_TOKENS, REQUESTS_PER_RUN,  # noqa: E402
-                                 SANDBOX_REQUIRED, SETTLING, WORK, stamp, utc_now)
+from supervisor.settings import (BACKOFF, BACKUPS, EX_CONFIG, FAULT_PAUSE, LOCK, LOG, PROMPT_TOKENS,  # noqa: E402
+                                 REQUESTS_PER_RUN, SANDBOX_REQUIRED, SETTLING, WORK, stamp, utc_now)
 
 CONFINEMENT = terrarium.confinement()  # what this machine can confine the model's code with, said once and in every log
 PAGE_EVERY = 5.0  # seconds: report.html is drawn at least this often while iterations follow each other at once
@@ -148,9 +148,12 @@ def iterate(index, args, memory, gateway, totals):
             memory.cut_short = False
         result = run_iteration(number, index, args.timeout, memory, gateway, CONFINEMENT.text)
     except OSError as error:  # a full disk, a file size limit: wait, then finish what was cut short
-        memory.cut_short = True
+        again = memory.full == str(error)  # the same as the last iteration: waits twice as long, one section in all
+        memory.cut_short, memory.full = True, str(error)
+        memory.full_pause = min(2 * memory.full_pause, 3600) if again else max(0.1, min(60.0, FAULT_PAUSE))
+        until = datetime.now(timezone.utc) + timedelta(seconds=memory.full_pause)
         result = Result(Outcome.WAITING, f"cannot write ({error.strerror or error})",
-                        f"{error}: {cli.what_to_free(error)}", until=datetime.now(timezone.utc) + timedelta(seconds=60))
+                        f"{error}: {cli.what_to_free(error)}", until=until, asked=not again)
     except KeyboardInterrupt as stop:
         stopped = Result(Outcome.STOPPED, f"interrupted ({'SIGTERM' if isinstance(stop, Terminated) else 'Ctrl+C'})",
                          said=memory.interrupted or {})
@@ -159,6 +162,8 @@ def iterate(index, args, memory, gateway, totals):
             count(row, totals)
             page.due = True
         raise
+    else:
+        memory.full = None
     finally:
         show_phase("")
     if not result.asked:

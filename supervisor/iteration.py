@@ -140,6 +140,8 @@ class Memory:
     cut_short: bool = False          # the last iteration could not write all it meant to: recover() before the next
     rolled_back: tuple | None = None  # (why, the output's telling lines, [(path, text)]) of the last answer rolled back
     again: int = 0                   # answers in a row that were the same files again
+    full: str | None = None          # what the keeper could not write at the last iteration (a full disk), if any
+    full_pause: float = 0            # and how long it waited then: the same again waits twice as long
 
     @classmethod
     def kept(cls, index):

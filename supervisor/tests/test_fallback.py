@@ -762,6 +762,24 @@ def test_a_file_size_limit_during_a_snapshot_waits_and_loses_nothing(workspace, 
     assert again.returncode == 0 and outcomes(workspace)[-1] == "landed: 1 file(s) changed"
 
 
+def test_a_full_disk_that_stays_full_is_waited_out_longer_each_time_in_one_log_section(workspace, env, gemini):
+    """Retried every minute, it was an iteration number and a log section each time: hundreds a night."""
+    (workspace / "big.py").write_text("x = 1\n" * 50_000)  # 300 KB: more than the limit below
+    env["SEED_FAULT_PAUSE"] = "0.3"
+    limited = ("import resource, signal, sys, runpy; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
+               "resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, 100_000)); "
+               "sys.argv = ['fallback.py', '--iterations', '3']; runpy.run_path('fallback.py', run_name='__main__')")
+    began = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", limited], cwd=workspace, env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - began > 0.3 + 0.6  # waited 0.3 s, then 0.6 s: twice as long (the third's is not waited)
+    assert len(outcomes(workspace)) <= 1 and gemini.requests == []  # one section at most (here the record's own
+    # write meets the limit too) for the wait that repeats, and one iteration number
+    assert done.stdout.count("#1 waiting until") == 1 and "#2" not in done.stdout and "#3" not in done.stdout
+    assert done.stdout.count("File too large: free some disk space") == 3, done.stdout
+
+
 @pytest.mark.parametrize("phase", ["gate", "wait"])
 def test_ctrl_c_in_the_gate_or_in_a_wait_stops_cleanly(workspace, env, gemini, phase):
     if phase == "gate":
