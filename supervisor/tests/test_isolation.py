@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 
 import fake_gemini as api
-from conftest import REPO, load_keeper
+from conftest import load_keeper
 from test_confinement import both_ways, files_holding
 from test_fallback import evolved_seed, outcomes, run_fallback
-from test_sandbox import ATTEMPTS, LIMITS, SANDBOX, attempt, confined, place, policy_in  # noqa: F401 (a fixture)
+from test_sandbox import ATTEMPTS, SANDBOX, attempt, place, policy_in  # noqa: F401 (place: a fixture)
 
 sandbox = load_keeper("sandbox")
 MACHINE = os.uname().machine
