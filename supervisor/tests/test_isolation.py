@@ -456,3 +456,28 @@ def test_a_working_folder_that_cannot_be_entered_stops_the_run_in_one_line(place
                           capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stdout) == (78, "")
     assert done.stderr == f"sandbox: the working folder cannot be entered (No such file or directory: {gone})\n"
+
+
+@landlock
+def test_a_keeper_run_from_a_venv_made_in_the_folder_itself_lands_and_its_env_stays_unread(workspace, env, gemini):
+    """`python -m venv .` in the person's folder: the keeper's Python is there, so is .env; each run starts."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", workspace], check=True, timeout=120)
+    python = workspace / "bin" / "python"
+    here, there = (subprocess.run([interpreter, "-c", "import site; print(site.getsitepackages()[0])"],
+                                  capture_output=True, text=True, check=True).stdout.strip()
+                   for interpreter in (sys.executable, python))
+    shutil.copytree(here, there, copy_function=os.link, dirs_exist_ok=True)  # the keeper's packages, as pip puts them
+    secret = f"token-{uuid.uuid4().hex}"
+    (workspace / ".env").write_text(f"OTHER_TOKEN={secret}\n")
+    (workspace / "seed.py").write_text(evolved_seed(  # requests and pytest are in the venv only
+        "    import requests\n    try:\n        seen = open(sys.prefix + '/.env').read()\n"
+        "    except OSError as error:\n        seen = type(error).__name__\n"
+        "    pathlib.Path('seen.txt').write_text(seen)\n"
+        "    pathlib.Path('tests').mkdir(exist_ok=True)\n"
+        "    pathlib.Path('tests/test_venv.py').write_text('import sys\\n\\n\\ndef test_venv():\\n"
+        "    assert sys.prefix != sys.base_prefix\\n')"))
+    done = subprocess.run([python, "fallback.py", "--delay", "0", "--iterations", "1"], cwd=workspace, env=env,
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert outcomes(workspace) == ["landed: 2 file(s) changed"], (workspace / "iteration_log.md").read_text()
+    assert (workspace / "seen.txt").read_text() == "PermissionError"
