@@ -13,7 +13,7 @@ from conftest import load_keeper
 
 formats, answers, names, report = (load_keeper(name) for name in ("formats", "answers", "names", "report"))
 
-SECONDS_PER_100KB = 1.0  # linear readers take a few hundredths of this on the 2 cores of CI
+SECONDS_PER_100KB = 2.0  # the parsers take a few hundredths of this, the page a second on a busy machine
 PIECES = [" ", "\t", "\n", "\r\n", " \n", "\n\n", "```", "```py\n", "```\n", '<file path="a.py">', "<file path='b.md'>",
           "</file>", "<file ", "{", "}", "[", "]", '"', "'", "\\", ":", ",", '{"tasks": [', '"files": [', '{"path": ',
           '"content": "', '{"tasks"', '{"path":', "- ", "* ", "1. ", "Done: 1, 2", "done:", "\ud800", "\udfff", "\x00",
@@ -85,7 +85,7 @@ def test_the_pages_markdown_takes_linear_time_on_100_kb_of_an_adversarial_shape(
 
 @pytest.mark.xfail(strict=True, reason="report.py's inline patterns take the square of a line (SLOW_ON_THE_PAGE)")
 def test_the_pages_markdown_takes_linear_time_on_links_that_never_close():
-    read_within_bounds("[" * 20_000, "links that never close", page=True)  # over 2 s: a second is allowed 100 KB
+    read_within_bounds("[" * 30_000, "links that never close", page=True)  # 5 s: 2 s are allowed 100 KB
 
 
 def test_deeply_nested_json_is_a_parsers_error_and_nothing_worse():
