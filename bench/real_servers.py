@@ -60,7 +60,7 @@ def venv(cache, name, packages=None):
     python = cache / name / "bin" / "python"
     if not python.exists():
         subprocess.run([sys.executable, "-m", "venv", str(cache / name)], check=True)
-    missing = subprocess.run([str(python), "-c", "import importlib.metadata as m, sys; [m.version(n.split('[')[0]) "
+    missing = subprocess.run([str(python), "-c", "import importlib.metadata as m, sys; [m.version(n.split('[')[0].split('=')[0]) "
                               "for n in sys.argv[1:]]", *packages], capture_output=True).returncode
     if missing:
         print(f"installing {' '.join(packages)} into {cache / name} (llama-cpp-python builds from source the first time: minutes)",
@@ -153,11 +153,12 @@ def start(command, port, log, ready_path, key=None, seconds=180):
 
 
 class Relay:
-    """A recording relay on loopback: every request to the server, and its answer, kept as they went."""
+    """A recording relay on loopback: every request to the server, and its answer, kept as they went; with a limit,
+    the chat requests past it are answered 400 (a budget spent) and never reach the server."""
 
-    def __init__(self, target):
-        self.target, self.exchanges = target, []
-        relay = self
+    def __init__(self, target, limit=None):
+        self.target, self.exchanges, self.limit, self.asked = target, [], limit, 0
+        lock, relay = threading.Lock(), self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self):
@@ -168,6 +169,12 @@ class Relay:
 
             def forward(self, method):
                 data = self.rfile.read(int(self.headers.get("Content-Length", 0) or 0))
+                if self.path.endswith("/chat/completions"):
+                    with lock:
+                        relay.asked += 1
+                        spent = relay.limit is not None and relay.asked > relay.limit
+                    if spent:
+                        return self.refuse(f"the budget of {relay.limit} requests is spent")
                 headers = {k: v for k, v in self.headers.items() if k.lower() in ("authorization", "content-type")}
                 request = urllib.request.Request(f"{relay.target}{self.path}", data=data or None, headers=headers,
                                                  method=method)
@@ -180,6 +187,14 @@ class Relay:
                     body = self.pass_on(status, kind, error)
                 relay.exchanges.append({"method": method, "path": self.path, "request": data.decode() or None,
                                         "status": status, "answer": body.decode("utf-8", "replace")})
+
+            def refuse(self, why):
+                body = json.dumps({"error": {"message": why, "type": "invalid_request_error"}}).encode()
+                self.send_response(400)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
 
             def pass_on(self, status, kind, response):
                 """The answer passed on as it comes (a stream event by event, and the server left when the keeper
