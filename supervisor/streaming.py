@@ -36,9 +36,9 @@ def reader(over):
 
 
 def assemble(response, stop):
-    """The completion the events make, in OpenAI's non-streamed shape, cut short when stop(text) gives a reason; None
-    when no event came."""
-    pieces, finish, usage, model, size, seen = [], None, None, None, 0, False
+    """The completion the events make, in OpenAI's non-streamed shape, cut short when stop(its last REPEATS characters)
+    gives a reason; None when no event came."""
+    pieces, finish, usage, model, size, seen, tail = [], None, None, None, 0, False, ""
     for n, line in enumerate(response.iter_lines()):
         size += len(line)
         if size > MAX_ANSWER:
@@ -49,9 +49,10 @@ def assemble(response, stop):
         delta = choice.get("delta") if isinstance(choice, dict) and isinstance(choice.get("delta"), dict) else {}
         if isinstance(delta.get("content"), str) and delta["content"]:
             pieces.append(delta["content"])
+            tail = (tail + delta["content"])[-REPEATS:]  # what a look needs: never the whole answer joined again
         finish = (choice.get("finish_reason") if isinstance(choice, dict) else None) or finish
         usage, model = event.get("usage") or usage, event.get("model") or model
-        if finish is None and n % CHECK_EVERY == 0 and (why := stop("".join(pieces))):
+        if finish is None and n % CHECK_EVERY == 0 and (why := stop(tail)):
             finish = why
             break
     if not seen:
@@ -73,7 +74,7 @@ def event_of(line):
 
 
 def why_stop(text, over):
-    """Why to stop reading an answer now, or None."""
+    """Why to stop reading an answer now (`text`: its end), or None."""
     if over is not None and over.is_set():
         return "run_ended"
     tail = text[-REPEATS:]
