@@ -147,11 +147,6 @@ class Gateway:
         with self.lock:
             return {**report_of(run), "asking": asking}
 
-    def record_waste(self, model, why):
-        """Count an answered request whose change was thrown away, and why, in today's ledger."""
-        with self.lock:
-            self.books.record_waste(model, self.redact(why))
-
     def tally(self, model, wasted_on):
         """Keep what each answer of a model came to (None: it landed; else what it failed on, in words): after STREAK
         in a row that landed nothing, a line on the console saying what they came to (returned too); else None."""

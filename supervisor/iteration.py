@@ -206,8 +206,7 @@ def run_iteration(number, index, timeout, memory, gateway, confinement=""):
         UNDER_WAY.unlink(missing_ok=True)
     result.confinement, result.refusals, result.budget = confinement, refusals(output), plan["budget"]
     if run.said["answered"] and result.outcome is not Outcome.LANDED:
-        result.waste = waste_of(result)
-        gateway.record_waste(run.said["model"], result.waste)
+        result.waste = waste_of(result)  # kept with the row's requests: usage.json is made from the record
     repeated = False
     if result.outcome is Outcome.LANDED or isinstance(result.failure, Failure) and run.said["answered"]:
         repeated = memory.recall(*mendable(run, result))

@@ -128,12 +128,6 @@ class Books:
             bump(use["wasted"], kind)
         save_json(self.usage, ledger)
 
-    def record_waste(self, model, why):
-        """Count an answered request whose change was thrown away, and why, in today's ledger."""
-        ledger = self.booked()
-        bump(entry(ledger, pacific_day(), model)["wasted"], why)
-        save_json(self.usage, ledger)
-
 
 def recent_days(ledger):
     """The ledger's last USAGE_DAYS Pacific days."""
