@@ -223,6 +223,9 @@ def print_iteration(number):
         for title, key in (("the prompt as sent", "prompt"), ("the answer as received", "answer"),
                            ("the answer as cleaned for the seed", "cleaned")):
             data = found.get(key) or b""
+            if key == "prompt" and found.get("asked"):  # told above: what the seed asked, and what changed of it
+                print(f"--- {title} ({len(data):,} bytes): what the seed asked, with the changes above")
+                continue
             print(f"--- {title} ({len(data):,} bytes){', its text' if record.texts_of(data) else ''}:")
             for line in readable(record.texts_of(data) or data.decode("utf-8", "replace")).splitlines():
                 print(printable(line))

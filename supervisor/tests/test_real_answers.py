@@ -401,6 +401,7 @@ def test_show_tells_what_the_seed_asked_and_apart_what_the_wire_adaptation_chang
     def adaptation(root, run_env):
         shown = run_fallback(root, run_env, "--show", "1").stdout
         assert "--- what the seed asked (" in shown, shown[-2000:]
+        assert re.search(r"--- the prompt as sent \([\d,]+ bytes\): what the seed asked, with the changes above", shown)
         return shown.split("--- what the wire adaptation changed of it:\n")[1].split("--- the prompt as sent")[0]
 
     gemini.reply(api.answer([("notes.py", NOTES)]))
