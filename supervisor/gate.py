@@ -38,7 +38,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import NamedTuple
 
-from . import selection, source
+from . import selection, source, zygote
 from .check import signed, token_pipe, unlink_folders
 from .console import show_phase
 from .settings import CONTRACT, GATE_TIMEOUT, JUDGED, PARALLEL_FROM, ROOT, SCRATCH
@@ -78,12 +78,13 @@ class Failure(str, Enum):
 class Verdict:
     """A gate's judgement: `failure` None when the candidate passes, else its kind, what it found (`detail`) and the
     output that shows it; the model's tests passing per test file (test functions, or None when none is known);
-    which ran (EVERY_TEST, or how many of the test files; None when none ran)."""
+    which ran (EVERY_TEST, or how many of the test files; None when none ran); the tests that failed (pytest's ids)."""
     failure: Failure | None = None
     detail: str = ""
     output: str = ""
     passing: dict | None = None
     tests_ran: str | None = None
+    failed: tuple = ()
 
     @property
     def why(self):
@@ -176,7 +177,8 @@ def run_checks(files, contract, changes=None, split=False):
     heard, (code, output) = listen(lambda facts, token: run_bounded(
         [sys.executable, "-P", str(CHECK), str(JUDGED), str(facts), str(token), str(parts), str(GATE_TIMEOUT // 2),
          *modules, "--", *tests], clean_env(GEMINI_API_BASE="http://127.0.0.1:9", PYTEST_DISABLE_PLUGIN_AUTOLOAD="1"),
-        GATE_TIMEOUT + GATE_TIMEOUT // 2 * (parts > 1), rules, cwd=JUDGED, pass_fds=(facts, token)))
+        GATE_TIMEOUT + GATE_TIMEOUT // 2 * (parts > 1), rules, cwd=JUDGED, pass_fds=(facts, token),
+        start=zygote.start))
     unlink_folders(SCRATCH)
     output = output.replace(f"{JUDGED}/", "")  # paths as the model knows them: a small model wrote .seed/judged/...
     output = source.import_hints(output, files)
@@ -232,7 +234,8 @@ def judge_tests(facts, code, output, tests, files):
     if code is None:
         return Verdict(Failure.TESTS_TIMEOUT, output=output, passing=passing)
     if "failed" in outcomes.values() or (code not in (0, 5) and collected is not None):
-        return Verdict(Failure.TESTS, contract_broken(outcomes), output.replace(CONTRACT, SEEDS_CONTRACT), passing)
+        return Verdict(Failure.TESTS, contract_broken(outcomes), output.replace(CONTRACT, SEEDS_CONTRACT), passing,
+                       failed=tuple(sorted(test for test, outcome in outcomes.items() if outcome == "failed")))
     finished = next((fact["finished"] for fact in facts if "finished" in fact), None)
     expected = sum(len(source.defined_tests(files[rel])) for rel in tests if rel in files)
     why = ("pytest ended before it collected the tests" if collected is None else

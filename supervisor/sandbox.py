@@ -350,7 +350,14 @@ def describe(abi):
 def launch(policy_json, folder, argv):
     """Set the limits, confine this process as far as the machine allows, enter `folder`, filter its system
     calls, then become argv."""
-    policy = json.loads(policy_json)
+    argv = prepare(json.loads(policy_json), folder, argv)
+    os.execvp(argv[0], argv)
+
+
+def prepare(policy, folder, argv):
+    """All of launch but the exec: the argv to become (wrapped in sandbox-exec on macOS). With namespaces, only the
+    run's first process returns (the launcher and the namespace's init end with it). The zygote's child calls it
+    too, before it imports the candidate's code (preloaded.py)."""
     apply_limits(policy["limits"])
     os.environ.update(TMPDIR=policy["temp"], TMP=policy["temp"], TEMP=policy["temp"])
     support = probe()
@@ -372,7 +379,7 @@ def launch(policy_json, folder, argv):
         filter_system_calls(policy, isolated)  # last: it would refuse the launcher's own setup (unshare, mount)
     except OSError as error:
         unconfined(policy, f"the system call filter failed: {error}", "its system calls are not filtered")
-    os.execvp(argv[0], argv)
+    return argv
 
 
 def unconfined(policy, why, what):
@@ -617,11 +624,15 @@ def become_subreaper():
         LIBC.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
+KEPT = set()  # processes of the keeper's own that end_descendants leaves, with all below them: the zygote, whose
+# candidates each end with their PID namespace (preloaded.py)
+
+
 def end_descendants():
     """Stop, then kill, every process this one started, directly or not, until none is left (a daemon that
-    forks as it is found is stopped first); reap them."""
+    forks as it is found is stopped first), but KEPT and what is below them; reap them."""
     for _ in range(200):
-        found = descendants(os.getpid())
+        found = descendants(os.getpid(), KEPT)
         if not found:
             return
         for how in (signal.SIGSTOP, signal.SIGKILL):
@@ -634,8 +645,9 @@ def end_descendants():
         time.sleep(0.005)
 
 
-def descendants(ancestor):
-    """The process ids below `ancestor` in the process tree (Linux's /proc; elsewhere, none are found)."""
+def descendants(ancestor, kept=()):
+    """The process ids below `ancestor` in the process tree, but `kept` and those below them (Linux's /proc;
+    elsewhere, none are found)."""
     children = {}
     for entry in os.scandir("/proc") if os.path.isdir("/proc/self") else []:
         try:
@@ -647,6 +659,8 @@ def descendants(ancestor):
     found, queue = [], [ancestor]
     while queue:
         for child in children.get(queue.pop(), []):
+            if child in kept:
+                continue
             found.append(child)
             queue.append(child)
     return found

@@ -64,10 +64,12 @@ KNOWN = {  # every setting the keeper reads (a test holds this list to the code)
     "OPENAI_MODEL", "OPENAI_CONTEXT_TOKENS", "OPENAI_ANSWER_FORMAT", "BACKUPS_KEEP", "SEED_BACKOFF",
     "SEED_BACKUPS_MB", "SEED_CPU_SECONDS",
     "SEED_EVALUATE_SECONDS", "SEED_FAULT_PAUSE", "SEED_FILE_MB", "SEED_FULL_GATE_EVERY", "SEED_GATE_SECONDS",
-    "SEED_KEEP_DAILY_DAYS", "SEED_KEEP_LANDED_DAYS", "SEED_LANDING_FILES", "SEED_LANDING_MB", "SEED_LOG_MB",
+    "SEED_KEEP_DAILY_DAYS", "SEED_KEEP_LANDED_DAYS", "SEED_LAND_ON", "SEED_LANDING_FILES", "SEED_LANDING_MB",
+    "SEED_LOG_MB",
     "SEED_MEMORY_MB", "SEED_NAMESPACES", "SEED_OPEN_FILES", "SEED_PARALLEL_FROM", "SEED_PROCESSES",
     "SEED_PROMPT_TOKENS", "SEED_RATCHET", "SEED_REPLAY", "SEED_REPLAY_FROM", "SEED_REQUESTS_PER_RUN", "SEED_SANDBOX",
-    "SEED_SCORE_TOLERANCE", "SEED_SHM_MB", "SEED_WORK_FILES", "SEED_WORK_MB", "SEED_DOT_NAMES", "SEED_SECRETS"}
+    "SEED_SCORE_TOLERANCE", "SEED_SHM_MB", "SEED_WORK_FILES", "SEED_WORK_MB", "SEED_DOT_NAMES", "SEED_SECRETS",
+    "SEED_ZYGOTE"}
 OURS = ("GEMINI_", "OPENAI_", "SEED_", "BACKUPS_")  # the prefixes of the keeper's settings
 WRITTEN = set()  # the names .env sets
 
@@ -152,6 +154,8 @@ LANDING_BYTES = number("SEED_LANDING_MB", 32, 1) << 20  # new bytes one run may 
 PROCESSES = number("SEED_PROCESSES", 300, 16)  # processes a run may have at once; more fail to start
 SHM_BYTES = number("SEED_SHM_MB", 64, 1) << 20   # what a run may keep in /dev/shm (its own, where namespaces work)
 NAMESPACES = number("SEED_NAMESPACES", 1, 0) > 0  # 0: no namespaces of its own for a run, even where they work
+ZYGOTE = number("SEED_ZYGOTE", 0, 0)  # candidates one preloaded process checks before a new one; 0: each check
+# starts its own interpreters (zygote.py)
 KEEP_LAST = number("BACKUPS_KEEP", 100, 1)  # snapshots kept besides genesis, one a day, known good
 KEEP_GOOD = max(3, KEEP_LAST // 10)     # the newest known-good snapshots always kept: the walk-back's steps
 KEEP_LANDED_DAYS = number("SEED_KEEP_LANDED_DAYS", 1, 0)  # every landing is kept this many days

@@ -369,7 +369,7 @@ def around_the_folder(path):
                                                         or root == entry else [entry])]
 
 
-def run_bounded(command, env, timeout, rules, watch=None, cwd=WORK, pass_fds=()):
+def run_bounded(command, env, timeout, rules, watch=None, cwd=WORK, pass_fds=(), start=None):
     """Run in the working copy, confined by `rules` (see policy), in a new process group, with a time limit:
     (exit code, or None on timeout; output tail). `timeout`: seconds, or a function giving the seconds allowed
     so far (a limit that grows while the run goes on).
@@ -378,12 +378,11 @@ def run_bounded(command, env, timeout, rules, watch=None, cwd=WORK, pass_fds=())
     child that prints without end neither blocks nor fills a file. At the end (timeout, Ctrl+C or normal
     exit) the group is killed, then every process the run left (this process is their subreaper), so none
     outlives its run; without namespaces of its own, what it left in /dev/shm is taken away, and over
-    rules["shm"] it fails."""
+    rules["shm"] it fails. `start(command, rules, cwd, env, pass_fds)` starts it (by default `launched`; the gate's
+    checks: zygote.start, a Popen or one like it)."""
     shared = None if rules["isolate"] else sandbox.shm_entries()
     sandbox.become_subreaper()
-    child = subprocess.Popen(sandbox.command(command, rules, cwd), cwd=sandbox.START, env=env, pass_fds=pass_fds,
-                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             start_new_session=True)
+    child = (start or launched)(command, rules, cwd, env, pass_fds)
     write_atomically(RUNNING, json.dumps({"pid": child.pid, "started": started(child.pid)}))
     tail = deque()
     reader = threading.Thread(target=keep_tail, args=(child.stdout, tail, watch), daemon=True)
@@ -406,6 +405,13 @@ def run_bounded(command, env, timeout, rules, watch=None, cwd=WORK, pass_fds=())
         output += f"\nthe run left {left >> 20} MB in /dev/shm, over its limit of {rules['shm'] >> 20} MB " \
                   "(SEED_SHM_MB)\n"
     return code, output
+
+
+def launched(command, rules, cwd, env, pass_fds):
+    """The run started by exec through the launcher (sandbox.command), in START and a session of its own: a Popen."""
+    return subprocess.Popen(sandbox.command(command, rules, cwd), cwd=sandbox.START, env=env, pass_fds=pass_fds,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
 
 
 def wait_within(child, limit):

@@ -1,0 +1,158 @@
+"""preloaded: the zygote, a process that has imported pytest and the gate's check program once and forks one child
+per candidate, which confines itself as a launch does and only then imports the candidate's code (zygote.py starts
+it and talks to it).
+
+    python -P preloaded.py CONTROL       # CONTROL: its end of a SOCK_SEQPACKET pair with the keeper
+
+It is started by exec, in START ("/"), with the environment the gate's child gets (never the keeper's: no key is in
+its memory) and -P: nothing of the model's is on its path or read while it starts. It loads sandbox.py and check.py
+by their paths beside it, imports pytest and every plugin pytest loads by default, freezes what it holds out of the
+garbage collector's reach (gc.freeze: no child copies it by collecting), tells the keeper the files whose change
+must restart it, and waits. For each request (the policy, the folder, check.py's arguments, and the descriptors:
+the output's write end, then the descriptors the check program is given, at the numbers the keeper had them) it
+forks a child that:
+- makes a session of its own (the keeper ends its group as it ends a launch's), puts the output on 1 and 2 and
+  /dev/null on 0, moves the given descriptors to their numbers, and closes every other (the control socket too);
+- runs sandbox.prepare: the rlimits, a new user, PID, mount, network, IPC, UTS and cgroup namespace of its own (the
+  run is PID 2 under an init of its own, in a /proc of its own), no_new_privs, Landlock, the working folder, and the
+  seccomp filter last; the same code, in the same order, as a launch before its exec;
+- then, confined, runs check.main in that process and ends with os._exit once the verdict is told (no interpreter
+  shutdown; the model's atexit hooks do not run).
+The zygote tells the keeper the child's PID, then its wait status, leaving it a zombie until the next request (so
+its PID and group cannot be reused while the keeper still may kill them); it never reads what the child wrote.
+What a child can reach of the zygote: no descriptor (closed), no PID (another PID namespace), no ptrace (seccomp),
+no signal (Landlock's scope, and the PID namespace). What the candidates of one zygote share: the zygote's memory as
+it was after start-up (the standard library, pytest and check.py, imported; the environment), so the hash seed
+(str and bytes hashes, set iteration order) is one per zygote, not one per candidate; nothing a candidate changes
+(modules, files it writes, processes) reaches the next, which is forked from the zygote again. When the keeper
+goes, its end of the socket closes: the zygote kills the candidate's group and ends.
+"""
+import fcntl
+import gc
+import importlib
+import importlib.util
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import tempfile
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REQUEST_BYTES = 1 << 20  # the largest request read (a policy and check.py's arguments)
+MOST_FDS = 8            # descriptors a request may carry
+
+
+def load(name):
+    """A module of the keeper's beside this file, by its path (the keeper's package is never on the path)."""
+    spec = importlib.util.spec_from_file_location(name, os.path.join(HERE, f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def main(control):
+    """Start up once, then serve candidates until the keeper closes its end."""
+    channel = socket.socket(fileno=control)
+    sandbox, check = load("sandbox"), load("check")
+    import pytest
+    from _pytest.config import default_plugins
+    for name in default_plugins:  # what pytest.main would import for each candidate
+        importlib.import_module(f"_pytest.{name}")
+    watched = [os.path.join(HERE, f"{name}.py") for name in ("sandbox", "check", "preloaded")]
+    watched += [os.path.dirname(module.__file__) for module in (pytest, sys.modules["_pytest"], sys.modules["pluggy"])]
+    channel.send(json.dumps({"watch": watched}).encode())
+    gc.collect()
+    gc.freeze()
+    last = None
+    while True:
+        data, fds, _, _ = socket.recv_fds(channel, REQUEST_BYTES, MOST_FDS)
+        if last:
+            os.waitpid(last, 0)  # the previous candidate's zombie, kept until now
+            last = None
+        if not data:
+            return
+        request = json.loads(data)
+        pid = os.fork()
+        if pid == 0:
+            candidate(channel, fds, request, sandbox, check)
+        for fd in fds:
+            os.close(fd)
+        channel.send(f"started {pid}".encode())
+        channel.send(f"ended {pid} {wait(pid, channel)}".encode())
+        last = pid
+
+
+def wait(pid, channel):
+    """The candidate's wait status once it ends, leaving it a zombie; if the keeper goes meanwhile, its group is
+    killed and the zygote ends."""
+    ended = os.pidfd_open(pid)
+    try:
+        while True:
+            ready = select.select([ended, channel], [], [])[0]
+            if ended in ready:
+                return status_of(pid)
+            if not channel.recv(1, socket.MSG_PEEK):  # the keeper is gone
+                os.killpg(pid, signal.SIGKILL)
+                os._exit(0)
+    finally:
+        os.close(ended)
+
+
+def status_of(pid):
+    """The wait status of an ended child, as waitpid gives it, without reaping it (waitid with WNOWAIT)."""
+    info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+    if info.si_code == os.CLD_EXITED:
+        return (info.si_status & 0xFF) << 8
+    return info.si_status & 0x7F  # killed or dumped: the signal's number
+
+
+def candidate(channel, fds, request, sandbox, check):
+    """The forked child: descriptors set, confined as a launch is, then the check program; never returns."""
+    code = 1
+    try:
+        os.setsid()
+        channel.detach()
+        keep = descriptors(fds, request["fds"])
+        closing = sorted({int(name) for name in os.listdir("/proc/self/fd")} - keep)
+        for fd in closing:  # the control socket and anything else the zygote held; the listing's own is gone already
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        sandbox.prepare(request["policy"], request["folder"], [sys.executable])
+        tempfile.tempdir = None  # TMPDIR is the run's now: found again
+        sys.argv = [os.path.join(HERE, "check.py"), *request["argv"]]
+        code = check.main(request["argv"])
+    except SystemExit as end:
+        code = end.code if isinstance(end.code, int) else 1
+    except BaseException:  # what the check program itself does not catch, as an uncaught error is told
+        traceback.print_exc()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except BaseException:
+                pass
+        os._exit(code & 255 if isinstance(code, int) else 1)
+
+
+def descriptors(fds, numbers):
+    """Put the output (fds[0]) on 1 and 2, /dev/null on 0, and each other of fds at its number in `numbers` (as the
+    keeper had it); the set of descriptors kept."""
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD, max([2, *numbers]) + 1) for fd in fds]  # above them: none overwritten
+    for fd in fds:
+        os.close(fd)
+    quiet = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(quiet, 0)
+    os.dup2(high[0], 1)
+    os.dup2(high[0], 2)
+    for fd, number in zip(high[1:], numbers):
+        os.dup2(fd, number)
+    return {0, 1, 2, *numbers}
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]))
