@@ -28,6 +28,12 @@ RATCHET = os.environ.get("SEED_RATCHET", "").strip() == "score"  # a change whos
 if os.environ.get("SEED_RATCHET", "").strip() not in ("", "score"):
     PROBLEMS.append(f"SEED_RATCHET={os.environ['SEED_RATCHET']!r}: the one value it takes is  score  (or leave it "
                     "unset: the score is then only recorded)")
+LAND_ON = os.environ.get("SEED_LAND_ON", "").strip() or "tests"  # the selection rule: every test passes (the
+# default), or the person's score decides (iteration.settle: tests a change adds that fail are left out, the score
+# must not fall); recorded with the run's settings
+if LAND_ON not in ("tests", "score"):
+    PROBLEMS.append(f"SEED_LAND_ON={os.environ['SEED_LAND_ON']!r}: it takes  tests  (the default: every test passes) "
+                    "or  score  (evaluate.py decides; a test the change adds that fails is left out)")
 SCORING = Path(__file__).with_name("scoring.py")  # the child that runs evaluate.py and tells what it said
 
 

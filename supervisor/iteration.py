@@ -301,8 +301,15 @@ def settle(number, index, start, run, memory):
     if failure is None and run.changes and spacing_only(run.changes, snap.files_of(start), run.files):
         run = replace(run, changes=[], spacing=True)
     verdict = judged(run, start, index) if failure is None and run.changes else None
-    if verdict and verdict.detail.startswith(gate.SEED_BROKEN) and any(rel != "seed.py" for rel, *_ in run.changes):
-        run, verdict = the_rest(number, start, index, run, verdict)
+    if verdict and verdict.detail.startswith(gate.SEED_BROKEN):  # nothing imports the seed: the rest may land
+        run, verdict = the_rest(number, start, index, run, verdict, {"seed.py"}, f"Iteration {number} landed "
+                                f"without its seed.py: {verdict.detail}. Keep them when you improve it.")
+    elif verdict and verdict.failure is Failure.TESTS and evaluate.LAND_ON == "score" and evaluate.present():
+        failing = {test.split("::")[0] for test in verdict.failed}  # the person's score decides, not the new tests
+        if failing and failing <= {rel for rel, *_ in run.changes}:
+            run, verdict = the_rest(number, start, index, run, verdict, failing, f"Iteration {number} landed "
+                                    f"without {', '.join(sorted(failing))}: its tests failed. Mend them (the code they "
+                                    "test landed, and the score did not fall).")
     score = None
     if verdict and not verdict.failure:
         score, failure, detail, output = scored(run, start)
@@ -323,18 +330,19 @@ def settle(number, index, start, run, memory):
     return result
 
 
-def the_rest(number, start, index, run, verdict):
-    """(run, verdict) for an answer whose seed.py breaks its contract: the rest of it judged on its own, seed.py as
-    it was (nothing imports the seed: a small model wrote the goal's code into it, beside good files), and a task
-    saying which rules the rewrite broke; as it was when the rest fails too."""
+def the_rest(number, start, index, run, verdict, dropped, told):
+    """(run, verdict) for the rest of an answer without its changes to `dropped` (kept as they were at the start),
+    judged on its own, and the task `told` with the output that shows why they were left out; as it was when no
+    change is left or the rest fails too. For a seed.py that breaks its contract (nothing imports the seed: a small
+    model wrote the goal's code into it, beside good files), and, under SEED_LAND_ON=score, the failing test files
+    a change added or changed."""
     before = snap.files_of(start)
-    files = {rel: sha for rel, sha in {**run.files, "seed.py": before.get("seed.py")}.items() if sha}
-    rest = replace(run, files=files, changes=[change for change in run.changes if change[0] != "seed.py"])
-    alone = judged(rest, start, index)
-    if alone.failure:
+    files = {rel: sha for rel, sha in {**run.files, **{rel: before.get(rel) for rel in dropped}}.items() if sha}
+    rest = replace(run, files=files, changes=[change for change in run.changes if change[0] not in dropped])
+    alone = judged(rest, start, index) if rest.changes else None
+    if alone is None or alone.failure:
         return run, verdict
-    journal.add_failure_task(f"Iteration {number} landed without its seed.py: {verdict.detail}. Keep them when you "
-                             "improve it.", verdict.output, start["id"], journal.failure_mark(verdict.why, verdict.output))
+    journal.add_failure_task(told, verdict.output, start["id"], journal.failure_mark(told, verdict.output))
     return rest, alone
 
 
@@ -384,8 +392,10 @@ def judged(run, start, index):
 
 def scored(run, start):
     """(the score evaluate.py gives a change that passed the gate, and the failure it makes or None, what it says,
-    its output). A score that fell fails under SEED_RATCHET=score; an evaluator that fails at the known-good state
-    too is the person's file to fix: one line, no task, and the change is judged without a score."""
+    its output). A score that fell fails under SEED_RATCHET=score or SEED_LAND_ON=score; an evaluator that fails at
+    the known-good state too is the person's file to fix: one line, no task, and the change is judged without a
+    score."""
+    ratchet = evaluate.RATCHET or evaluate.LAND_ON == "score"  # under the score's rule, the score must not fall
     if not evaluate.present():
         return None, None, "", ""
     show_phase("scoring the change with evaluate.py")
@@ -397,11 +407,11 @@ def scored(run, start):
             say(f"{found['problem']} at the last known-good state too: evaluate.py is yours to fix (no task for the "
                 "model; the change is judged without a score)")
             return None, None, "", ""
-        if evaluate.RATCHET:
+        if ratchet:
             return None, ScoreFailure.BROKEN, found["problem"], found["output"]
         return None, None, "", ""
     before = start.get("score")
-    if evaluate.RATCHET and before is not None and found["score"] < before - evaluate.TOLERANCE:
+    if ratchet and before is not None and found["score"] < before - evaluate.TOLERANCE:
         return found, ScoreFailure.FELL, f"{before:g} to {found['score']:g}", ""
     return found, None, "", ""
 

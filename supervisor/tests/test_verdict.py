@@ -8,7 +8,7 @@ was), and each test reads its own iteration's outcome: one keeper's start-up for
 import pytest
 
 import fake_gemini as api
-from conftest import REPO, fresh_workspace, user_env
+from conftest import REPO, fresh_workspace, load_keeper, user_env
 from test_attacks import FAILING_TEST, RIGHT_CALC, WRONG_CALC, held, outside  # noqa: F401 (a fixture)
 from test_fallback import outcomes, run_fallback
 
@@ -264,3 +264,28 @@ def test_a_second_signed_score_is_tampering_and_never_the_one_that_counts(worksp
     held(workspace, done, gemini, outside, 2)
     assert outcomes(workspace)[1] == "tampered: 2 signed scores on the score's channel where evaluate.py tells one"
     assert (workspace / "notes.py").read_text() == "def score():\n    return 1\n"
+
+
+@pytest.mark.parametrize("rule", ["score", "tests"])
+def test_under_the_scores_rule_a_change_lands_without_the_tests_it_adds_that_fail_and_never_lowers_the_score(
+        workspace, env, gemini, outside, rule):
+    """SEED_LAND_ON=score: the 1.5B wrote code that half works and tests that are wrong; the person's score decides.
+    The default (every test passes) rolls the same answer back."""
+    (workspace / "evaluate.py").write_bytes((REPO / "evaluate.py").read_bytes())  # the starter: it runs notes.py
+    env["SEED_LAND_ON"] = rule
+    wrong = ("tests/test_notes.py", "import subprocess\nimport sys\n\n\ndef test_list_is_empty_at_first(tmp_path):\n"
+             "    done = subprocess.run([sys.executable, 'notes.py', 'list'], capture_output=True, text=True)\n"
+             "    assert done.stdout == 'nothing yet'\n")  # wrong: it prints nothing
+    broken = ("notes.py", NOTES[1].replace("    if command == 'add'", "    if command == 'nothing'"))  # add broken
+    gemini.reply(api.answer([NOTES, wrong])).reply(api.answer([broken]))
+    done = run_fallback(workspace, env, "--iterations", "2", timeout=180)
+    held(workspace, done, gemini, outside, 2)
+    tasks = (workspace / "pending_tasks.md").read_text()
+    if rule == "tests":
+        assert outcomes(workspace)[0] == "rolled back: tests failed" and "landed without" not in tasks
+        return
+    assert outcomes(workspace) == ["landed: 1 file(s) changed", "rolled back: score fell from 1 to 0.333"]
+    assert (workspace / "notes.py").read_text() == NOTES[1] and not (workspace / "tests" / "test_notes.py").exists()
+    assert "Iteration 1 landed without tests/test_notes.py: its tests failed." in tasks
+    assert "test_list_is_empty_at_first" in tasks  # the lines that tell
+    assert load_keeper("record").runs(workspace)[-1]["settings"]["SEED_LAND_ON"] == "score"  # recorded per run
