@@ -99,7 +99,7 @@ def run_seed(out, target, alias, goal, budget):
     relay = Relay(target)
     settings = {"OPENAI_BASE_URL": relay.base, "OPENAI_MODEL": alias, "OPENAI_CONTEXT_TOKENS": 8192}
     root = real_model.workspace(out / "workspace", GOALS / goal / "goal.md", settings)
-    for rel in real_model.WORKSPACE:  # the keeper as committed, never edits in progress in this tree
+    for rel in set(real_model.WORKSPACE) - {"goal.md"}:  # the keeper as committed, never edits in progress here
         (root / rel).write_bytes(subprocess.run(["git", "show", f"HEAD:{rel}"], cwd=REPO, capture_output=True,
                                                 check=True).stdout)
     (root / "evaluate.py").unlink()  # the score is hidden: the keeper has none to show the model
@@ -125,7 +125,8 @@ def run_seed(out, target, alias, goal, budget):
     scores = {landing["label"]: landing["score"] for landing in landings}
     detail = [f"  {row['number']:>3} {row['outcome'][:44]:<44} {row['seconds'] or 0:>7.1f}s prompt {prompt:>7} "
               f"out {row['output_tokens'] or 0:>5,}  hidden {scores.get('iteration %d' % row['number'], '-')}"
-              + ("" if row["kind"] == "landed" or not row["reason"] else f"\n        why: {row['reason'][:240]}")
+              + f"\n        files: {' '.join(str(f[0]) for f in json.loads(row['files'] or '[]'))[:100]}"
+              + ("" if row["kind"] == "landed" else f"\n        why: {failure_of(row)}")
               for row, prompt in zip(rows, real_model.prompt_sizes(rows, relay.chats()))]
     failures = collections.Counter(failure_of(row) for row in rows if row["kind"] != "landed")
     facts = {"requests": len(relay.chats()), "iterations": len(rows), "seconds": seconds, "exit": code,
@@ -134,9 +135,10 @@ def run_seed(out, target, alias, goal, budget):
 
 
 def failure_of(row):
-    """An iteration that landed nothing, in a few words: its outcome, and its reason's first clause."""
-    reason = re.sub(r"\s+", " ", row["reason"] or "")
-    return f"{row['outcome'][:40]}: {re.split(r'[;:(]', reason)[0][:70]}" if reason else row["outcome"][:60]
+    """An iteration that landed nothing, in a few words: its failure, and the error its output shows first."""
+    error = re.search(r"^E\s+(\S.*)$", row["output"] or "", re.M)
+    why = error.group(1) if error else re.split(r"[;(]", re.sub(r"\s+", " ", row["reason"] or ""))[0]
+    return f"{row['failure'] or row['outcome']}: {why[:90]}"
 
 
 # --- aider ----------------------------------------------------------------------------------------------
@@ -150,6 +152,7 @@ def run_aider(out, target, alias, goal, budget, python):
     git("config", "user.name", "bench")
     git("config", "user.email", "bench@localhost")
     git("commit", "-q", "--allow-empty", "-m", "start")
+    base = git("rev-parse", "HEAD").strip()
     metadata = out / "model-metadata.json"
     metadata.write_text(json.dumps({f"openai/{alias}": {"max_input_tokens": 8192, "max_output_tokens": 4096,
                                                         "max_tokens": 8192, "input_cost_per_token": 0,
@@ -181,7 +184,7 @@ def run_aider(out, target, alias, goal, budget, python):
     seconds = time.monotonic() - started
     relay.server.shutdown()
     (out / "exchanges.json").write_text(json.dumps(relay.exchanges, indent=1))
-    commits = git("log", "--reverse", "--format=%H", "start..HEAD").split()
+    commits = git("log", "--reverse", "--format=%H", f"{base}..HEAD").split()
     states = []
     for commit in commits:
         folder = out / "states" / commit[:10]
@@ -209,7 +212,8 @@ def kind_of(chat):
     except (ValueError, KeyError, TypeError):
         return "?"
     system = " ".join(str(m.get("content", "")) for m in messages if m.get("role") == "system").lower()
-    return "commit message" if "commit message" in system else "summary" if "summar" in system else "edit"
+    return ("commit message" if "one-line git commit message" in system else
+            "summary" if "briefly* summarize" in system else "edit")
 
 
 def size_of(chat):
