@@ -239,18 +239,18 @@ def answer_text(candidate):
 
 def drop_unusable(answer, sent):
     """The answer without the files that cannot be the model's work (empty, lazy placeholders, the instructions'
-    example sent back), and a line for each file dropped."""
-    kept, refused, rules = [], [], instructions(sent)
+    example or the prompt's own text sent back), and a line for each file dropped."""
+    kept, refused, rules, beside = [], [], instructions(sent), beside_the_code(request_text(sent))
     for item in answer["files"]:
-        if why := unusable_file(item, rules):
+        if why := unusable_file(item, rules, beside):
             refused.append(f"{item['path']}: {why}")
         else:
             kept.append(item)
     return {**answer, "files": kept}, refused
 
 
-def unusable_file(item, rules):
-    """Why a file of an answer cannot be the model's work, or None."""
+def unusable_file(item, rules, beside=""):
+    """Why a file of an answer cannot be the model's work, or None. `beside`: the prompt's text but its code."""
     path, content = item["path"], item["content"]
     if not content.strip():
         return "empty"
@@ -261,7 +261,23 @@ def unusable_file(item, rules):
         return "the instructions' example path, not a file of the codebase"
     if len(content.strip()) >= 8 and content.strip() in rules:
         return "the instructions' own text, sent back"
+    if len(content.strip()) >= 60 and "\n" in content.strip() and content.strip() in beside:
+        return "an echo of its prompt (its goal, tasks or log), not a file of the codebase"
     return None
+
+
+def beside_the_code(prompt):
+    """The prompt's text but the codebase's files it shows (the goal, the tasks, the log, what the seed wrote around
+    them): a file of an answer that is only some of it is an echo, never work; code moved from a file it was shown
+    can be (a function taken out into a module of its own)."""
+    kept, at = [], 0
+    for tag in formats.FILE_TAG.finditer(prompt):
+        if tag.start() < at:
+            continue
+        kept.append(prompt[at:tag.start()])
+        end = prompt.find(formats.CLOSE_TAG, tag.end())
+        at = len(prompt) if end < 0 else end + len(formats.CLOSE_TAG)
+    return "".join(kept) + prompt[at:]
 
 
 def instructions(body):

@@ -35,7 +35,7 @@ from collections import Counter
 from datetime import timedelta
 from pathlib import Path
 
-from . import answers, door, outcomes, scrub
+from . import answers, door, names, outcomes, scrub
 from .answers import CHARS_PER_TOKEN, MARGIN, TOKEN_FIELDS
 from .ledger import Books, next_pacific_midnight, utc_now
 from .models import FEATURES, Models
@@ -391,14 +391,18 @@ class Gateway:
         return unusable(why, outcome.status, "INVALID_ARGUMENT" if 400 <= outcome.status < 500 else "INTERNAL")
 
     def keep_answer(self, run, model, body, sent):
-        """The answer for the seed, clean and without the files that cannot be the model's work; the run notes them
-        and what was salvaged. An answer left with no file is unusable, saying what it held."""
+        """The answer for the seed, clean and without the files that cannot be the model's work or never land (a name
+        off the allow-list: names.py); the run notes them and what was salvaged. An answer left with no file is
+        unusable, saying what it held."""
         try:
             answer, salvaged = answers.clean_answer(body, sent)
         except ValueError as why:
             return unusable(str(why))
         answer = scrub.valid(answer)  # its JSON's escapes decoded (a lone "\ud800"): storable too
         answer, refused = answers.drop_unusable(answer, sent)
+        named = [(item, names.refusal(item["path"])) for item in answer["files"]]  # a name off the list, taken from a
+        answer["files"], refused = [item for item, why in named if not why], refused + [why for _, why in named if why]
+        # run, spoils the whole of it: left out here, the rest of the answer can land
         if not answer["files"]:
             return unusable(f"no file to write: the answer held {answers.describe_answer(answer, refused)}")
         with self.lock:

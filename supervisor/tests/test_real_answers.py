@@ -421,3 +421,25 @@ def test_show_tells_what_the_seed_asked_and_apart_what_the_wire_adaptation_chang
     assert not [line for line in told if line.startswith("-")], told
     assert "\n".join(added).strip() == formats.FILES_FORMAT.strip(), added
     assert '"temperature": 0.2' in told[-2] and '"temperature": 0.2' in told[-1], told
+
+
+def test_nothing_junk_lands_from_an_echo_of_the_prompt(workspace, env, servers):
+    """The 1.5B copied the seed's own `<file path="{rel}">` template: a file named {rel} landed. Nor does a file at
+    the answer format's example path, nor one that is only text of its prompt (its goal, its log) sent back; a
+    function taken out of a file it was shown into a module of its own is work, and lands."""
+    more = "Keep each note on a line of its own in notes.json,\nand list them newest first, with the date they were added.\n"
+    (workspace / "goal.md").write_text((workspace / "goal.md").read_text() + more)
+    server = servers(llama_cpp())
+    seed = (REPO / "seed.py").read_text()
+    moved = seed[seed.index("def write_atomically("):seed.index("def apply(")]  # code it was shown, moved
+    server.answer(files_answer(("{rel}", "x = 1\n"), ("path/of/the/file.py", "x = 2\n"), ("notes.md", more),
+                               ("notes.py", NOTES), ("files.py", "import os\n\n\n" + moved.strip() + "\n")))
+    del env["GEMINI_API_KEY"]
+    (workspace / ".env").write_text(f"OPENAI_BASE_URL={server.base}\nOPENAI_MODEL={LLAMA_CPP}\n")
+    done = run_fallback(workspace, env, "--iterations", "1")
+    assert outcomes(workspace) == ["landed: 2 file(s) changed"], done.stdout
+    assert sorted(p.name for p in workspace.iterdir() if p.suffix in (".py", ".md") or "{" in p.name) == \
+        ["fallback.py", "files.py", "goal.md", "iteration_log.md", "notes.py", "pending_tasks.md", "seed.py"]
+    log = (workspace / "iteration_log.md").read_text()
+    assert "path/of/the/file.py: the instructions' example path" in log, log
+    assert "{rel}" in log and "notes.md: an echo of its prompt" in log, log
