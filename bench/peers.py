@@ -1,8 +1,9 @@
 """Benchmark: seed's iteration against OpenEvolve's on the same tiny problem, with a model that answers at once.
 
-    python bench/peers.py                       # 3 rounds of 10 timed iterations each
-    python bench/peers.py --rounds 5 --iterations 20
+    python bench/peers.py                       # 5 rounds of 20 timed iterations each
+    python bench/peers.py --rounds 3 --iterations 10
     python bench/peers.py --cache DIR           # another place for OpenEvolve's throwaway virtual environment
+    python bench/peers.py --zygote 0            # seed's gate launching every check (SEED_ZYGOTE=0)
 
 The tiny problem: solve.py (a function that sorts, and a VERSION line) and tests/test_solve.py, which pytest runs.
 Every answer rewrites solve.py whole at a new VERSION, and it passes.
@@ -15,15 +16,18 @@ Every answer rewrites solve.py whole at a new VERSION, and it passes.
   pytest: `-p no:cacheprovider`, no plugins loaded, this project's version of it).
 - the floor: the two processes seed's iteration needs, bare (no keeper, no launcher, no confinement), one after
   the other in a folder of the same three files: `python seed.py` asking the fake (as the gateway answers), then
-  `python -m pytest` over the test as the evaluator runs it.
+  `python -m pytest` over the test as the evaluator runs it; both without a bytecode cache, as the keeper runs
+  them (PYTHONDONTWRITEBYTECODE=1). The zygote floor: the same seed.py, then pytest.main in a child forked from
+  this process, which has imported pytest once (the least a gate with a preloaded pytest can cost).
 Each fake answers at once. An iteration's time is what the fake sees: from one request to the next, WARM_UP of
 them left out. Its CPU time is that of every process of the peer (its children's, as the kernel counts them at
 exit): a turn runs the peer twice, WARM_UP + 1 iterations and then --iterations more, and the difference is
 divided, so no start-up weighs in. CPU time is the steadier figure on a machine others share: waiting for a core
 lengthens the times, not the CPU. The peers take turns, a round each, so a machine that slows down weighs on both;
 the environment is this shell's without PYTHONDONTWRITEBYTECODE (a person's: bytecode is cached). Prints each
-one's median time and quartiles, CPU, the ratios, seed's iteration above the floor, how many iterations landed or
-scored, the versions and the load.
+round's CPU and time per iteration of each peer and their ratios as it goes, then each one's median time and
+quartiles, CPU, the median of the rounds' ratios, seed's iteration against both floors, how many iterations landed
+or scored, the versions and the load.
 Asserts nothing.
 """
 import argparse
@@ -39,6 +43,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "supervisor" / "tests"))
 import fake_gemini  # noqa: E402  (the keeper's tests' fakes)
@@ -46,7 +52,7 @@ from conftest import STEERING, TEST_MODELS, fresh_workspace  # noqa: E402
 from test_openai_compatible import FakeServer, ollama_answer  # noqa: E402
 
 CACHE = Path.home() / ".cache" / "seed-bench" / "peers"
-PYTEST = "pytest==" + __import__("pytest").__version__  # the one this project runs, for OpenEvolve's evaluator too
+PYTEST = "pytest==" + pytest.__version__  # the one this project runs, for OpenEvolve's evaluator too
 WARM_UP = 3          # intervals left out at each start: the first snapshot, the working copy, the worker's start
 FLOOR_RUNS = 5       # runs of each bare process per round
 RUN_LIMIT = 900      # seconds one run of either peer may take
@@ -137,13 +143,14 @@ def three_files(root):
     (root / "tests" / "test_solve.py").write_text(TEST)
 
 
-def run_seed(folder, iterations):
+def run_seed(folder, iterations, settings):
     """seed for `iterations`: {"arrivals", "cpu", "landed": iterations the log says landed, "ran", "output"}."""
     root = fresh_workspace(folder)
     three_files(root)
     with served(TimedGemini()) as fake:
         env = person_env(GEMINI_API_KEY="AIzaSyBENCH" + os.urandom(14).hex(), GEMINI_API_BASE=fake.url,
-                         GEMINI_MODEL=TEST_MODELS[0], GEMINI_LIMITS=f"{TEST_MODELS[0]}=1000/10000000/100000")
+                         GEMINI_MODEL=TEST_MODELS[0], GEMINI_LIMITS=f"{TEST_MODELS[0]}=1000/10000000/100000",
+                         **settings)
         done, cpu = measured([sys.executable, "fallback.py", "--delay", "0", "--iterations", str(iterations)], root,
                              env)
     landed = (root / "iteration_log.md").read_text().count(" — landed: ")
@@ -183,10 +190,38 @@ def run_floor(folder, runs):
         (folder / rel).write_text(text)
     three_files(folder)
     with served(TimedGemini(clean=True)) as fake:
-        env = person_env(GEMINI_API_BASE=fake.url, GEMINI_API_KEY="bench", GEMINI_MODEL=TEST_MODELS[0])
+        env = person_env(GEMINI_API_BASE=fake.url, GEMINI_API_KEY="bench", GEMINI_MODEL=TEST_MODELS[0],
+                         PYTHONDONTWRITEBYTECODE="1")
         seed = [timed([sys.executable, "seed.py"], folder, env) for _ in range(runs)]
-    env = person_env(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
-    return {"seed": seed, "pytest": [timed([sys.executable, *PYTEST_ARGS, "tests"], folder, env) for _ in range(runs)]}
+    env = person_env(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", PYTHONDONTWRITEBYTECODE="1")
+    return {"seed": seed, "pytest": [timed([sys.executable, *PYTEST_ARGS, "tests"], folder, env) for _ in range(runs)],
+            "zygote": [forked_pytest(folder, env) for _ in range(runs)]}
+
+
+def forked_pytest(folder, env):
+    """(seconds, CPU seconds) of pytest over the test in a child forked from this process, which has imported pytest
+    (the zygote floor's gate); it must pass."""
+    start, before = time.monotonic(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            quiet = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(quiet, 1)
+            os.dup2(quiet, 2)
+            os.chdir(folder)
+            sys.path.insert(0, str(folder))  # as python -m puts the folder it starts in first
+            os.environ.clear()
+            os.environ.update(env)
+            code = pytest.main([*PYTEST_ARGS[2:], "tests"])
+        finally:
+            sys.stdout.flush()
+            os._exit(code if isinstance(code, int) else 1)
+    _, status = os.waitpid(pid, 0)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if os.waitstatus_to_exitcode(status):
+        raise SystemExit(f"pytest forked from this process failed in {folder}")
+    return time.monotonic() - start, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
 
 
 @contextlib.contextmanager
@@ -254,10 +289,12 @@ def show(name, turns):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3, help="turns each peer takes (default 3)")
-    parser.add_argument("--iterations", type=int, default=10, help="timed iterations per turn (default 10)")
+    parser.add_argument("--rounds", type=int, default=5, help="turns each peer takes (default 5)")
+    parser.add_argument("--iterations", type=int, default=20, help="timed iterations per turn (default 20)")
     parser.add_argument("--cache", type=Path, default=CACHE, help="OpenEvolve's throwaway virtual environment")
+    parser.add_argument("--zygote", type=int, help="SEED_ZYGOTE for seed's keeper (default: the keeper's own)")
     args = parser.parse_args()
+    settings = {} if args.zygote is None else {"SEED_ZYGOTE": str(args.zygote)}
     if args.rounds < 1 or args.iterations < 2:
         parser.error("--rounds must be 1 or more, and --iterations 2 or more")
     python = venv(args.cache)
@@ -267,10 +304,20 @@ def main():
     seed, evolve, floor = [], [], []
     with tempfile.TemporaryDirectory(prefix="seed-peers-") as base:
         for n in range(args.rounds):
-            seed.append(take_turn(run_seed, Path(base, f"seed{n}"), args.iterations))
+            seed.append(take_turn(run_seed, Path(base, f"seed{n}"), args.iterations, settings))
             evolve.append(take_turn(run_openevolve, Path(base, f"openevolve{n}"), args.iterations, python))
             floor.append(run_floor(Path(base, f"floor{n}"), FLOOR_RUNS))
+            show_round(n, seed[-1], evolve[-1], floor[-1])
     report(seed, evolve, floor)
+
+
+def show_round(n, seed, evolve, floor):
+    """One round's figures as it ends: each peer's CPU and median time per iteration, and their ratios."""
+    ours, theirs = (median_ms(turn["times"]) if turn["times"] else float("nan") for turn in (seed, evolve))
+    zygote = median_ms([r[1] for r in floor["seed"]]) + median_ms([r[1] for r in floor["zygote"]])
+    print(f"  round {n + 1}: seed CPU {seed['cpu'] * 1000:.0f} ms, time {ours:.0f} ms; OpenEvolve CPU "
+          f"{evolve['cpu'] * 1000:.0f} ms, time {theirs:.0f} ms; seed / OpenEvolve {seed['cpu'] / evolve['cpu']:.2f} "
+          f"in CPU, {ours / theirs:.2f} in time; the zygote floor's CPU {zygote:.0f} ms", flush=True)
 
 
 def report(seed, evolve, floor):
@@ -280,12 +327,18 @@ def report(seed, evolve, floor):
     ours = show("seed (fallback.py: seed.py, the gate's pytest)", seed)
     theirs = show("OpenEvolve (its evaluator's pytest in a child)", evolve)
     if ours and theirs:
-        print(f"  seed / OpenEvolve: {ours[0] / theirs[0]:.2f} in time, {ours[1] / theirs[1]:.2f} in CPU")
-    bare = {name: [run for turn in floor for run in turn[name]] for name in ("seed", "pytest")}
-    wall, cpu = (sum(median_ms([run[i] for run in bare[name]]) for name in bare) for i in (0, 1))
-    print(f"  the floor, seed's two processes bare: seed.py {median_ms([r[0] for r in bare['seed']]):.0f} ms + pytest "
-          f"{median_ms([r[0] for r in bare['pytest']]):.0f} ms = {wall:.0f} ms (CPU {cpu:.0f} ms)"
-          + (f"; seed's iteration is {ours[0] - wall:.0f} ms above it (CPU {ours[1] - cpu:.0f} ms)" if ours else ""))
+        ratios = [(statistics.median(s["times"]) / statistics.median(e["times"]), s["cpu"] / e["cpu"])
+                  for s, e in zip(seed, evolve) if s["times"] and e["times"]]
+        print(f"  seed / OpenEvolve, the median of the rounds' ratios: {statistics.median(r[0] for r in ratios):.2f} in "
+              f"time, {statistics.median(r[1] for r in ratios):.2f} in CPU")
+    bare = {name: [run for turn in floor for run in turn[name]] for name in ("seed", "pytest", "zygote")}
+    for name, gate in [("the floor, seed's two processes bare", "pytest"),
+                       ("the zygote floor, pytest forked preloaded", "zygote")]:
+        wall, cpu = (median_ms([r[i] for r in bare["seed"]]) + median_ms([r[i] for r in bare[gate]]) for i in (0, 1))
+        print(f"  {name}: seed.py {median_ms([r[0] for r in bare['seed']]):.0f} ms + pytest "
+              f"{median_ms([r[0] for r in bare[gate]]):.0f} ms = {wall:.0f} ms (CPU {cpu:.0f} ms)"
+              + (f"; seed's iteration is {ours[0] / wall:.2f} times it in time, {ours[1] / cpu:.2f} in CPU" if ours
+                 else ""))
     for name, turns, what in [("seed", seed, "landed"), ("OpenEvolve", evolve, "scored 1.0")]:
         print(f"  {name}: {sum(t['landed'] for t in turns)} of {sum(t['ran'] for t in turns)} iterations {what} "
               "(the timed runs)")

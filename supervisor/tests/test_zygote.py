@@ -1,0 +1,216 @@
+"""The gate's preloaded process (zygote.py, preloaded.py), through real processes: the gate's own run_checks in a
+fresh workspace, driven candidate after candidate, each candidate's tests the attack and the check that it failed.
+Each property beside its attack: a forked candidate is confined as a launched one; nothing of an earlier candidate
+(a module, a file, a variable, a process) reaches the next; no descriptor of the zygote's, no signal or ptrace to it;
+the zygote started anew after SEED_ZYGOTE candidates, when its files change, when it dies; a candidate that runs
+out of time is ended with all it started; without namespaces, the launch by exec."""
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from conftest import load_keeper
+
+sandbox = load_keeper("sandbox")
+pytestmark = pytest.mark.skipif(not sandbox.isolation()[0], reason="the zygote needs namespaces of the run's own")
+
+DRIVER = r'''import json, os, signal, sys, time
+sys.path.insert(0, sys.argv[1])
+from supervisor import gate, snapshots, zygote
+for step in json.load(open(sys.argv[2])):
+    if step == "kill":
+        os.kill(zygote.current.process.pid, signal.SIGKILL)
+        zygote.current.process.wait()
+        continue
+    if step == "touch":
+        os.utime(os.path.join(sys.argv[1], "supervisor", "check.py"), ns=(time.time_ns(), time.time_ns() + 10**9))
+        continue
+    pid = zygote.current.process.pid if zygote.current else 0
+    files = {rel: snapshots.store_object(text.replace("ZYGOTE_PID", str(pid)).encode()) for rel, text in step.items()}
+    verdict = gate.run_checks(files, False)
+    left = [p for p in os.listdir("/proc") if p.isdigit() and b"left-by-a-candidate" in
+            open(f"/proc/{p}/cmdline", "rb").read()]
+    pid = zygote.current and zygote.current.process.pid
+    spaces = {name: os.readlink(f"/proc/{pid}/ns/{name}") for name in ("user", "pid", "net", "mnt", "ipc")} if pid else {}
+    print(json.dumps({"failure": verdict.failure and verdict.failure.value, "output": verdict.output, "zygote": pid,
+                      "left": left, "namespaces": spaces}), flush=True)
+'''
+CALC = {"calc.py": "def add(a, b):\n    return a + b\n",
+        "tests/test_calc.py": "from calc import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n"}
+PROBE = r'''import errno, json, os, socket, sys
+
+
+def attempt(action):
+    try:
+        action()
+        return "allowed"
+    except OSError as error:
+        return errno.errorcode[error.errno]
+
+
+def links():
+    found = {}
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            found[fd] = os.readlink(f"/proc/self/fd/{fd}")
+        except FileNotFoundError:
+            pass  # the listing's own
+    return found
+
+
+def test_probe():
+    root = "ROOT"
+    seen = {
+        "env": attempt(lambda: open(os.path.join(root, ".env")).read()),
+        "shadow": attempt(lambda: open("/etc/shadow").read()),
+        "write outside": attempt(lambda: open(os.path.join(root, "outside.txt"), "w").close()),
+        "host loopback": attempt(lambda: socket.create_connection(("127.0.0.1", PORT), timeout=2).close()),
+        "pid": os.getpid(),
+        "processes": len([p for p in os.listdir("/proc") if p.isdigit()]),
+        "descriptors": sorted(os.listdir("/proc/self/fd")),
+        "sockets": [fd for fd, link in links().items() if link.startswith("socket")],
+        "status": [line.split()[1] for line in open("/proc/self/status") if line.startswith(("Seccomp:", "NoNewPrivs:"))],
+        "namespaces": {name: os.readlink(f"/proc/self/ns/{name}") for name in ("user", "pid", "net", "mnt", "ipc")},
+    }
+    print("PROBE" + json.dumps(seen))
+    assert False
+'''
+
+
+def drive(workspace, steps, tmp_path, **settings):
+    """Run the gate's checks over each step (a candidate's files, or "kill" the zygote, or "touch" check.py): a list
+    of {"failure", "output", "zygote": its PID or None, "left": host processes a candidate left, "namespaces": the
+    zygote's}."""
+    tmp_path.mkdir(exist_ok=True)
+    (tmp_path / "driver.py").write_text(DRIVER)
+    (tmp_path / "steps.json").write_text(json.dumps(steps))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SEED_")}
+    done = subprocess.run([sys.executable, str(tmp_path / "driver.py"), str(workspace), str(tmp_path / "steps.json")],
+                          cwd=workspace, env={**env, "SEED_ZYGOTE": "5", **settings}, capture_output=True, text=True,
+                          timeout=240)
+    assert done.returncode == 0, done.stderr
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def probed(result):
+    return json.loads(next(line for line in result["output"].splitlines() if line.startswith("PROBE"))[5:])
+
+
+@pytest.fixture
+def host_server():
+    """A loopback server of the person's: its port."""
+    server = socket.create_server(("127.0.0.1", 0))
+    threading.Thread(target=lambda: [server.accept()[0].close() for _ in iter(int, 1)], daemon=True).start()
+    yield server.getsockname()[1]
+    server.close()
+
+
+def test_a_forked_candidate_is_confined_as_a_launched_one_in_namespaces_of_its_own(workspace, tmp_path, host_server):
+    (workspace / ".env").write_text("GEMINI_API_KEY=secret\n")
+    probe = {"tests/test_probe.py": PROBE.replace("ROOT", str(workspace)).replace("PORT", str(host_server))}
+    forked = drive(workspace, [probe, probe], tmp_path / "forked")
+    launched = drive(workspace, [probe], tmp_path / "launched", SEED_ZYGOTE="0")
+    assert forked[0]["zygote"] and forked[0]["zygote"] == forked[1]["zygote"] and launched[0]["zygote"] is None
+    first, second, alone = probed(forked[0]), probed(forked[1]), probed(launched[0])
+    assert first["env"] == first["shadow"] == "EACCES" and first["write outside"] in ("EACCES", "EROFS")
+    assert first["host loopback"] == "ECONNREFUSED" and first["pid"] == 2 and first["processes"] <= 3
+    assert first["status"] == ["1", "2"]  # no_new_privs, and a seccomp filter
+    assert first["sockets"] == []  # not the zygote's control socket
+    assert {k: v for k, v in first.items() if k != "namespaces"} == {k: v for k, v in alone.items() if k != "namespaces"}
+    zygote = forked[0]["namespaces"]
+    for name in first["namespaces"]:  # each candidate's own: not the zygote's, nor the one before's
+        assert len({first["namespaces"][name], second["namespaces"][name], zygote[name]}) == 3, name
+
+
+PLANT = r'''import builtins, os, subprocess, sys, tempfile
+import planted_module
+
+
+def test_plant():
+    sys.modules["planted"] = planted_module
+    builtins.planted = True
+    os.environ["PLANTED"] = "1"
+    open(os.path.join(tempfile.gettempdir(), "planted"), "w").close()
+    open("/dev/shm/planted", "w").close()
+    subprocess.Popen([sys.executable, "-c", "import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(300)",
+                      "left-by-a-candidate"], start_new_session=True)
+'''
+FIND = r'''import builtins, importlib, os, sys, tempfile
+import pytest
+
+
+def test_nothing_of_the_candidate_before():
+    assert "planted" not in sys.modules and "planted_module" not in sys.modules
+    assert not hasattr(builtins, "planted") and "PLANTED" not in os.environ
+    assert not os.path.exists(os.path.join(tempfile.gettempdir(), "planted"))
+    assert not os.path.exists("/dev/shm/planted")
+    with pytest.raises(ImportError):
+        importlib.import_module("planted_module")
+    assert not [p for p in os.listdir("/proc") if p.isdigit() and
+                b"left-by-a-candidate" in open(f"/proc/{p}/cmdline", "rb").read()]
+'''
+
+
+def test_nothing_an_earlier_candidate_leaves_reaches_the_next(workspace, tmp_path):
+    plant = {"planted_module.py": "VALUE = 1\n", "tests/test_plant.py": PLANT}
+    results = drive(workspace, [plant, {"tests/test_find.py": FIND}], tmp_path)
+    assert results[0]["failure"] is None, results[0]["output"]
+    assert results[0]["left"] == []  # the daemon it started ended with its PID namespace
+    assert results[1]["failure"] is None, results[1]["output"]
+    assert results[0]["zygote"] == results[1]["zygote"]
+
+
+REACH = r'''import ctypes, errno, os, signal
+
+
+def test_reach_the_zygote():
+    zygote = ZYGOTE_PID
+    try:
+        os.kill(zygote, signal.SIGKILL)
+        killed = "sent"
+    except OSError as error:
+        killed = type(error).__name__
+    libc = ctypes.CDLL(None, use_errno=True)
+    traced = libc.ptrace(16, zygote, 0, 0)  # PTRACE_ATTACH
+    assert (killed, traced, ctypes.get_errno()) == ("ProcessLookupError", -1, errno.EPERM)
+    sockets = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            sockets += [fd] if os.readlink(f"/proc/self/fd/{fd}").startswith("socket") else []
+        except FileNotFoundError:
+            pass  # the listing's own
+    assert sockets == []
+'''
+
+
+def test_a_candidate_can_neither_signal_nor_trace_the_zygote_nor_hold_its_socket(workspace, tmp_path):
+    results = drive(workspace, [CALC, {"tests/test_reach.py": REACH}, CALC], tmp_path)
+    assert results[1]["failure"] is None, results[1]["output"]
+    assert results[0]["zygote"] == results[1]["zygote"] == results[2]["zygote"]  # it lived on, and served the next
+    assert results[2]["failure"] is None
+
+
+def test_the_zygote_is_started_anew_after_its_candidates_when_its_files_change_and_when_it_died(workspace, tmp_path):
+    results = drive(workspace, [CALC, CALC, CALC, "touch", CALC, "kill", CALC], tmp_path, SEED_ZYGOTE="2")
+    pids = [result["zygote"] for result in results]
+    assert all(result["failure"] is None for result in results), results
+    assert pids[0] == pids[1] != pids[2] != pids[3] != pids[4] and None not in pids
+
+
+def test_a_candidate_out_of_time_is_ended_with_what_it_started_and_the_next_is_judged(workspace, tmp_path):
+    slow = {"tests/test_slow.py": "import subprocess, sys, time\n\n\ndef test_slow():\n    subprocess.Popen([sys.executable, "
+            "'-c', 'import time; time.sleep(300)', 'left-by-a-candidate'])\n    time.sleep(300)\n"}
+    results = drive(workspace, [slow, CALC], tmp_path, SEED_GATE_SECONDS="3")
+    assert results[0]["failure"] == "tests timed out" and results[0]["left"] == []
+    assert results[1]["failure"] is None and results[1]["zygote"] == results[0]["zygote"]
+
+
+def test_without_namespaces_each_check_is_launched_by_exec(workspace, tmp_path):
+    results = drive(workspace, [CALC, dict(CALC, **{"calc.py": "def add(a, b):\n    return a - b\n"})], tmp_path,
+                    SEED_NAMESPACES="0")
+    assert [result["zygote"] for result in results] == [None, None]
+    assert results[0]["failure"] is None and results[1]["failure"] == "tests failed"
