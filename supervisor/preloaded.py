@@ -125,18 +125,15 @@ def candidate(channel, fds, request, sandbox, check):
         sandbox.prepare(request["policy"], request["folder"], [sys.executable])
         tempfile.tempdir = None  # TMPDIR is the run's now: found again
         sys.argv = [os.path.join(HERE, "check.py"), *request["argv"]]
+        check.__spec__ = None  # the main module, as `python check.py` has it: multiprocessing's spawn and forkserver
+        sys.modules["__main__"] = check  # start their children from its path (preloaded.py is not the run's to read)
         code = check.main(request["argv"])
-    except SystemExit as end:
-        code = end.code if isinstance(end.code, int) else 1
+    except SystemExit as exited:  # as the interpreter ends on it
+        code = 0 if exited.code is None else exited.code if isinstance(exited.code, int) else 1
     except BaseException:  # what the check program itself does not catch, as an uncaught error is told
         traceback.print_exc()
     finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except BaseException:
-                pass
-        os._exit(code & 255 if isinstance(code, int) else 1)
+        check.end(code)
 
 
 def descriptors(fds, numbers):
