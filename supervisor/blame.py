@@ -1,16 +1,18 @@
 """blame: whether a failure is the world's, proven rather than assumed.
 
     entry["world"] = world()                          # what a state ran well with: Python, its packages, the limits
-    cause = observed(index, start, output)            # what outside the code changed or failed, in words, or ''
+    cause = observed(index, start)                    # what outside the code changed or ran out, in words, or ''
 
 A failure is the world's (the keeper waits, writes no task, never walks back landed work) only with both:
 - a control: the same known-good state, without the new answer, failing the same way now (the seed failing before
   the model answered, at a state a run worked from; or the gate failing the same way at the state the change started
   from, which passed every test when it landed); and
-- a cause observed outside the code: what the state ran well with changed since (this Python, its installed
-  packages, the limits a run gets: SEED_MEMORY_MB and its kin), or the output names one (memory, the disk, a package
-  that is not the codebase's failing to import, the interpreter itself).
-Without a cause observed, a failure at the known-good state is the code's: a test that depends on the date, on chance
+- a cause outside the code that the keeper observes itself, never one the code's output claims (a test that prints
+  "MemoryError" when a date has passed fails at the known-good state too, and said so would stall the loop for good):
+  what the state ran well with changed since (this Python, its installed packages, the limits a run gets:
+  SEED_MEMORY_MB and its kin), or the machine is short now of what a run needs (the disk's free space where the
+  folder is, the memory the machine has free).
+Without such a cause, a failure at the known-good state is the code's: a test that depends on the date, on chance
 or on what an earlier test left fails there too, with nothing changed around it; that is a task for the model, never
 an endless wait. An answer the seed crashed while applying is part of the run: that answer's failure, not the world's.
 """
@@ -19,19 +21,12 @@ import os
 import re
 import sys
 
-from .settings import LIMITS, PROCESSES, SHM_BYTES
+from .settings import LIMITS, PROCESSES, ROOT, SHM_BYTES
 
 SETTING_OF = {"RLIMIT_AS": "SEED_MEMORY_MB", "RLIMIT_CPU": "SEED_CPU_SECONDS", "RLIMIT_FSIZE": "SEED_FILE_MB",
               "RLIMIT_NOFILE": "SEED_OPEN_FILES", "processes": "SEED_PROCESSES", "shm": "SEED_SHM_MB"}
-CAUSES = [  # (a line of output that shows it, the cause in words): each pattern linear, run on a bounded tail
-    (re.compile(r"MemoryError|Cannot allocate memory|out of memory|failed to map segment", re.I),
-     "memory ran out (the machine's, or SEED_MEMORY_MB)"),
-    (re.compile(r"No space left on device|Disk quota exceeded"), "the disk is full"),
-    (re.compile(r"Fatal Python error|bad magic number|undefined symbol|error while loading shared libraries"),
-     "the Python interpreter itself failed"),
-]
-MISSING = re.compile(r"(?:ModuleNotFoundError|ImportError): No module named '([\w.]{1,200})'")
-TAIL = 64 << 10  # the most of an output read for a cause
+DISK_LEAST = 64 << 20     # bytes free where the folder is, under which a run is short of disk
+MEMORY_LEAST = 128 << 20  # bytes of memory the machine has free, under which a run is short of it
 
 
 def world():
@@ -51,14 +46,13 @@ def listing(folder):
         return []
 
 
-def observed(index, start, output, codebase=()):
-    """What outside the code is seen to have changed since the state `start` ran well (or, for a state no run has
-    proven, such as a person's edit, since the newest one that did), or to have failed in `output`, in words ('' when
-    nothing is): the evidence a failure at a known-good state needs to be the world's. `codebase`: the state's paths
-    (a module missing that the codebase defines is the code's, not the world's)."""
+def observed(index, start, root=ROOT):
+    """What outside the code the keeper sees changed since the state `start` ran well (or, for a state no run has
+    proven, such as a person's edit, since the newest one that did), or short now, in words ('' when nothing is):
+    the evidence a failure at a known-good state needs to be the world's. Never read from the code's output."""
     then = start.get("world") or next((entry["world"] for entry in reversed(index["snapshots"]) if entry.get("world")),
                                       None)
-    return changed_since(then) or cause_in(output, codebase)
+    return changed_since(then) or short_of(root)
 
 
 def changed_since(then):
@@ -77,14 +71,26 @@ def changed_since(then):
     return f"{' and '.join(changed)} changed since it ran well" if changed else ""
 
 
-def cause_in(output, codebase=()):
-    """A cause outside the code that the output names, in words, or ''."""
-    tail = output[-TAIL:]
-    for pattern, cause in CAUSES:
-        if pattern.search(tail):
-            return cause
-    for name in MISSING.findall(tail):
-        top = name.split(".")[0]
-        if not any(rel in (f"{top}.py", f"{top}/__init__.py") or rel.startswith(f"{top}/") for rel in codebase):
-            return f"the package {top} cannot be imported (it is not the codebase's)"
+def short_of(root):
+    """What the machine is short of now, measured here: the disk where the folder is, its free memory; or ''."""
+    try:
+        disk = os.statvfs(root)
+        free = disk.f_bavail * disk.f_frsize
+    except OSError:
+        free = None
+    if free is not None and free < DISK_LEAST:
+        return f"the disk is full ({free >> 20} MB free where the folder is)"
+    available = memory_available()
+    if available is not None and available < MEMORY_LEAST:
+        return f"the machine's memory is nearly spent ({available >> 20} MB free)"
     return ""
+
+
+def memory_available():
+    """The bytes of memory the machine has free (Linux's MemAvailable), or None where it does not say."""
+    try:
+        with open("/proc/meminfo") as info:
+            found = re.search(r"^MemAvailable:\s+(\d+) kB", info.read(), re.M)
+    except OSError:
+        return None
+    return int(found[1]) << 10 if found else None

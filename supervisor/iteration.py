@@ -481,8 +481,8 @@ def settle_failure(number, index, start, run, memory, fault):
     own = isinstance(failure, RunFailure) and failure is not RunFailure.UNTRUSTED  # the seed's run, not what it left
     answered = own and run.said.get("answered") and not run.said["asking"]  # the answer is part of the run
     if own and not run.asked and not answered and (start["good"] or (failure.value, detail) == memory.world
-                                                   or run.said["asking"]):
-        cause = ASKING if run.said["asking"] else blame.observed(index, start, output, snap.files_of(start))
+                                                   or run.said["asking"] and run.code is None):
+        cause = ASKING if run.said["asking"] and run.code is None else blame.observed(index, start)
         if cause:  # the control: the known-good state's own code, without a new answer, failing now
             return blame_the_world(number, index, start, run, memory, fault, cause)
     again = isinstance(failure, RunFailure) and memory.repeat == (start["id"], mark) and start["kind"] == "landed"
@@ -494,7 +494,7 @@ def settle_failure(number, index, start, run, memory, fault):
     base = dict(start=start["id"], said=run.said, changes=run.changes, not_landed=run.not_landed, failure=failure,
                 output=redact(output), kept=kept, restored=restored, stuck=stuck)
     control = not walk and failure in RECHECKED and fully_judged(start) and same_at_start(start, run, mark)
-    cause = blame.observed(index, start, output, snap.files_of(start)) if control else ""
+    cause = blame.observed(index, start) if control else ""
     if cause:
         return wait_for_the_world(Result(Outcome.WAITING, **base), memory, detail, cause)
     outcome = Outcome.TAMPERED if failure is Failure.TAMPERED else Outcome.ROLLED_BACK

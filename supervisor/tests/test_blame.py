@@ -14,6 +14,8 @@ import sysconfig
 import time
 from pathlib import Path
 
+import pytest
+
 import fake_gemini as api
 from test_fallback import outcomes, run_fallback
 
@@ -51,11 +53,14 @@ def test_a_gate_that_fails_the_same_way_at_the_known_good_state_with_a_package_b
     assert not (workspace / "a.py").exists() and "[failure" not in (workspace / "pending_tasks.md").read_text()
 
 
-def test_a_test_that_depends_on_the_moment_is_the_codes_failure_a_task_and_never_a_wait(workspace, env, gemini):
-    """It passed when it landed; now it fails at the known-good state too, and nothing outside the code changed."""
+@pytest.mark.parametrize("says", ["", ", 'MemoryError: No space left on device'"], ids=["plainly", "claiming a cause"])
+def test_a_test_that_depends_on_the_moment_is_the_codes_failure_a_task_and_never_a_wait(workspace, env, gemini, says):
+    """It passed when it landed; now it fails at the known-good state too, and nothing outside the code changed. The
+    attack on the cause: its message claims memory and the disk ran out; the keeper measures them itself (it waited
+    for good, never telling the model, when it read the cause from the code's own output)."""
     until = time.time() + 6
     clock = ("tests/test_clock.py", "import time\n\nfrom clock import DEADLINE\n\n\ndef test_before_the_deadline():\n"
-             "    assert time.time() < DEADLINE\n")
+             f"    assert time.time() < DEADLINE{says}\n")
     gemini.reply(api.answer([("clock.py", f"DEADLINE = {until}\n"), clock]))
     gemini.reply(api.answer([("clock.py", f"DEADLINE = {until}  # the deadline\n")]),
                  hook=lambda request: time.sleep(max(0.0, until - time.time())))
@@ -81,3 +86,21 @@ def test_an_answer_that_crashes_the_seed_as_it_is_applied_is_that_answers_failur
     assert seen[0] == seen[2] == "landed: 1 file(s) changed" and seen[1].startswith("rolled back: "), seen
     assert "Iteration 2 was rolled back" in (workspace / "pending_tasks.md").read_text()
     assert (workspace / "x.py").exists() and (workspace / "c.py").exists() and not (workspace / "a.py").exists()
+
+
+ASK_THEN_QUIT = (  # the seed sends its request, then ends by itself while the model still has it
+    "    import threading\n    threading.Thread(target=ask, args=(build_prompt(open_tasks(), {}), 0), daemon=True)"
+    ".start()\n    import time\n    time.sleep(2)\n    raise SystemExit('my own bug')\n")
+
+
+def test_a_seed_that_ends_by_itself_while_the_model_answers_is_the_codes_failure(workspace, env, gemini):
+    """"The model still had the request" is the world's only when the keeper ended the run (its --timeout): a seed
+    whose own client gave up is the code's, a task (the person was told to raise --timeout, for good)."""
+    env["SEED_FAULT_PAUSE"] = "1"
+    seed = (workspace / "seed.py").read_text()
+    (workspace / "seed.py").write_text(seed.replace("def main():\n", "def main():\n" + ASK_THEN_QUIT, 1))
+    gemini.reply(api.answer([("a.py", "a = 1\n")]), delay=12)
+    done = run_fallback(workspace, env, "--iterations", "1", timeout=200)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert outcomes(workspace)[0].startswith("rolled back: seed.py crashed"), outcomes(workspace)
+    assert "[failure" in (workspace / "pending_tasks.md").read_text() and "--timeout" not in done.stdout

@@ -72,15 +72,23 @@ def test_a_seed_that_crashes_where_it_never_ran_well_walks_back_to_the_last_know
 OUT_OF_MEMORY = "Traceback (most recent call last):\n  File \"seed.py\", line 3, in main\nMemoryError\n"
 
 
+def ran_well_with_other_limits(k, entry):
+    """The state's record of what it ran well with, as it was before SEED_MEMORY_MB changed: a cause the keeper sees."""
+    entry["world"] = {**k.iteration.blame.world(), "limits": {**k.iteration.blame.world()["limits"],
+                                                              "SEED_MEMORY_MB": 1 << 40}}
+
+
 def test_a_crash_where_the_seed_once_ran_well_with_a_cause_seen_outside_is_the_worlds_and_waits_longer_each_time(
         keeper):
     k, memory = keeper, keeper.iteration.Memory()
     good = landed(k, "NOTES = ['kept']\n", 2, good=True)
+    ran_well_with_other_limits(k, good)
     first = k.iteration.settle(3, k.index, good, crash(k, OUT_OF_MEMORY), memory)
     second = k.iteration.settle(4, k.index, good, crash(k, OUT_OF_MEMORY), memory)
     assert first.outcome is second.outcome is k.iteration.Outcome.WAITING and first.until < second.until
     assert first.headline().endswith("seed.py crashed (exit 1) at the last known-good state too")
-    assert "memory ran out (the machine's, or SEED_MEMORY_MB): the cause is outside the code" in first.reason
+    assert "the limits a run gets (SEED_MEMORY_MB) changed since it ran well: the cause is outside the code" in \
+        first.reason
     assert (k.root / "notes.py").read_text() == "NOTES = ['kept']\n" and not memory.bad
     assert "rolled back" not in (k.root / "pending_tasks.md").read_text()  # no task for the model
 
@@ -110,8 +118,20 @@ def test_a_crash_where_the_seed_once_ran_well_with_nothing_seen_outside_is_the_c
            "state, and nothing outside the code changed" in tasks and "ValueError: broke" in tasks
 
 
+def test_a_crash_that_says_memory_ran_out_where_nothing_outside_changed_is_the_codes_a_task(keeper):
+    """The attack on the cause: the code's own output claims it ("MemoryError"); the keeper sees nothing changed and
+    enough memory and disk: the model is told, and the loop goes on (it used to wait for good)."""
+    k, memory = keeper, keeper.iteration.Memory()
+    good = landed(k, "NOTES = ['kept']\n", 2, good=True)
+    good["world"] = k.iteration.blame.world()
+    result = k.iteration.settle(3, k.index, good, crash(k, OUT_OF_MEMORY), memory)
+    assert result.outcome is k.iteration.Outcome.ROLLED_BACK and "nothing outside the code changed" in \
+        (k.root / "pending_tasks.md").read_text()
+
+
 def test_a_failure_shown_to_be_the_worlds_undoes_the_walk_back_it_began_and_takes_back_its_task(keeper):
     k, memory = keeper, keeper.iteration.Memory()
+    ran_well_with_other_limits(k, k.genesis)
     fresh = landed(k, "NOTES = ['new']\n", 2)
     k.iteration.settle(3, k.index, fresh, crash(k, OUT_OF_MEMORY), memory)  # walked back to genesis, known good
     assert (k.root / "notes.py").read_text() == "NOTES = []\n"
