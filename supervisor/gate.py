@@ -318,10 +318,7 @@ def seed_and_its_modules(files):
 def imported_tops(sha):
     """The top names a module imports absolutely, but the standard library's (none when it does not parse): by
     its content, once (the seed is read at every gate, and changes seldom)."""
-    try:
-        tree = ast.parse(object_path(sha).read_bytes())
-    except (SyntaxError, ValueError):
-        return frozenset()
+    tree = selection.tree_of(sha) or ast.Module(body=[], type_ignores=[])
     names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
     names += [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module and not n.level]
     return frozenset(name.split(".")[0] for name in names) - set(sys.stdlib_module_names)
@@ -332,6 +329,8 @@ def compile_error(rel, sha):
     path = object_path(sha)
     if path.stat().st_size > 8 << 20:
         return f"{rel}: larger than 8 MB, too large to be code"
+    if selection.tree_of(sha) is None:  # the tree every later reader uses: it must read, wherever it is read from
+        return f"{rel}: it does not parse here (not Python, or nested deeper than Python reads)"
     try:
         compile(path.read_bytes(), rel, "exec", dont_inherit=True)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as error:

@@ -69,12 +69,22 @@ def reaching(targets, importers):
 
 
 @lru_cache(maxsize=16384)  # objects never change: a file is parsed once for as long as it is in the codebase
+@lru_cache(maxsize=512)  # objects never change: read once, so every reader sees the tree the compile check saw
+def tree_of(sha):
+    """A stored module's tree, or None when it does not parse, for any reason (not Python, or nested deeper than
+    Python reads here: how deep depends on the stack the parse starts from, so two readers parsing it apart could
+    disagree, and one crash the keeper). The one parse of a module every reader of its tree uses."""
+    try:
+        return ast.parse(object_path(sha).read_bytes())
+    except (SyntaxError, ValueError, RecursionError, MemoryError, OSError):
+        return None
+
+
 def read_module(sha, rel):
     """(the dotted names a file imports, relative ones made absolute; the dotted names its strings spell; the names
     it calls; whether it reaches past what can be read: sys.path, __builtins__, a file that does not parse)."""
-    try:
-        tree = ast.parse(object_path(sha).read_bytes())
-    except (SyntaxError, ValueError, OSError):
+    tree = tree_of(sha)
+    if tree is None:
         return frozenset(), frozenset(), frozenset(), True
     package = rel.split("/")[:-1]
     names, strings, calls, opaque = set(), set(), set(), False

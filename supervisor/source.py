@@ -15,8 +15,7 @@ import sys
 from functools import lru_cache
 
 from .check import CONFTEST_HOOKS
-from .selection import installed
-from .snapshots import object_path
+from .selection import installed, tree_of
 
 IMPORTABLE = {"pytest"}  # besides the standard library and the codebase's own modules
 NAME_ERROR = re.compile(r"^(E\s+)?NameError: name '(\w+)' is not defined$", re.M)
@@ -46,10 +45,7 @@ def refused(files):
 
 def parsed(sha):
     """A module's tree, or an empty one when it does not parse (the compile check and pytest say why)."""
-    try:
-        return ast.parse(object_path(sha).read_bytes())
-    except (SyntaxError, ValueError, RecursionError):
-        return ast.Module(body=[], type_ignores=[])
+    return tree_of(sha) or ast.Module(body=[], type_ignores=[])
 
 
 @lru_cache(maxsize=4096)  # objects never change: a file is read once for as long as it is in the codebase

@@ -199,3 +199,23 @@ def test_headlines_are_rendered_from_the_outcome_and_never_read_back(keeper):
     source = "".join((keeper.root / "supervisor" / name).read_text() for name in ("iteration.py", "recovery.py"))
     source += (keeper.root / "fallback.py").read_text()
     assert not re.search(r"(outcome|failure|reason|why|headline)\S*\.startswith|re\.\w+\([^)]*(outcome|failure)", source)
+
+
+def test_a_module_nested_near_pythons_limit_is_read_as_the_compile_check_read_it_at_any_depth(keeper):
+    """How deep Python reads depends on the stack it starts from: a module the gate's compile check took was parsed a
+    few frames deeper by the tests' selection, and the RecursionError stopped the keeper (the red team: 2,954 to 2,963
+    additions on one line, here). Every reader now uses the one parse the check made."""
+    selection = importlib.import_module(k_name(keeper) + ".selection")
+
+    def deeper(frames, read):
+        return read() if frames == 0 else deeper(frames - 1, read)
+
+    for n in range(2_850, 3_050, 7):
+        sha = keeper.snapshots.store_object(("x = 1" + " + 1" * n + "\n").encode())
+        taken = not keeper.gate.compile_error("deep.py", sha)
+        read = deeper(60, lambda: selection.read_module(sha, "deep.py"))  # no RecursionError, at any depth
+        assert read[3] is not taken, (n, taken)  # what the check took is read; what it refused is opaque
+
+
+def k_name(k):
+    return k.iteration.__name__.rsplit(".", 1)[0]
