@@ -77,6 +77,7 @@ if UNFIT:  # said before anything imports what may be missing, even for --help
     print("fallback: " + UNFIT, file=sys.stderr)
     sys.exit(78)
 
+import errno  # noqa: E402
 import fcntl  # noqa: E402
 import time  # noqa: E402
 from collections import Counter  # noqa: E402
@@ -148,12 +149,13 @@ def iterate(index, args, memory, gateway, totals):
             memory.cut_short = False
         result = run_iteration(number, index, args.timeout, memory, gateway, CONFINEMENT.text)
     except OSError as error:  # a full disk, a file size limit: wait, then finish what was cut short
+        freed = terrarium.free_space() if error.errno == errno.ENOSPC else ""  # a run may have filled it
         again = memory.full == str(error)  # the same as the last iteration: waits twice as long, one section in all
         memory.cut_short, memory.full = True, str(error)
         memory.full_pause = min(2 * memory.full_pause, 3600) if again else max(0.1, min(60.0, FAULT_PAUSE))
         until = datetime.now(timezone.utc) + timedelta(seconds=memory.full_pause)
         result = Result(Outcome.WAITING, f"cannot write ({error.strerror or error})",
-                        f"{error}: {cli.what_to_free(error)}", until=until, asked=not again)
+                        f"{error}: {freed}{cli.what_to_free(error)}", until=until, asked=not again)
     except KeyboardInterrupt as stop:
         stopped = Result(Outcome.STOPPED, f"interrupted ({'SIGTERM' if isinstance(stop, Terminated) else 'Ctrl+C'})",
                          said=memory.interrupted or {})
@@ -168,7 +170,10 @@ def iterate(index, args, memory, gateway, totals):
         show_phase("")
     if not result.asked:
         index["iteration"] -= 1
-        snap.save_index(index)
+        try:
+            snap.save_index(index)
+        except OSError as error:  # the disk still full: the next iteration saves it, or waits again
+            say(f"cannot write backups/ ({error}): {cli.what_to_free(error)}")
         return result, None
     note_dry_spell(index, result, memory)
     row = book.row_of(number, result, time.monotonic() - began, started)

@@ -200,6 +200,18 @@ def judged_copy(files, with_contract=False):
     empty_scratch()  # what the seed's run left in its temporary folder is not the gate's
 
 
+def free_space():
+    """Empty the working copy and the runs' temporary folder, which a run may have filled the disk with (they are
+    made again before the next run): what was freed, as words for the wait's line ('' when nothing was)."""
+    freed = 0
+    for tree in (WORK, SCRATCH):
+        for folder, _, names in os.walk(tree):
+            freed += sum(os.lstat(os.path.join(folder, name)).st_size for name in names
+                         if os.path.lexists(os.path.join(folder, name)))
+        untrusted.wipe(tree)
+    return f"the working copy and the runs' temporary folder were emptied ({freed >> 20} MB); " if freed else ""
+
+
 def empty_scratch():
     """Empty the runs' temporary folder: before a run, and before the gate's checks."""
     untrusted.wipe(SCRATCH)

@@ -1111,3 +1111,30 @@ def test_a_failing_tests_output_names_the_files_as_the_model_knows_them(workspac
     assert outcomes(workspace) == ["rolled back: tests failed"]
     for told in (workspace / "iteration_log.md", workspace / "pending_tasks.md"):
         assert "tests/test_x.py" in told.read_text() and ".seed/judged" not in told.read_text(), told.read_text()
+
+
+FILL = ("    import os\n    if os.path.exists('a0.py'):  # from the second run on: 1 MB files until the disk is full\n"
+        "        os.makedirs('junk', exist_ok=True)\n        try:\n            for n in range(10_000):\n"
+        "                with open(f'junk/{n}', 'wb') as out:\n                    out.write(bytes(1 << 20))\n"
+        "        except OSError as error:\n            print('filled:', error, flush=True)\n")
+
+
+@pytest.mark.skipif(not shutil.which("unshare") or subprocess.run(["unshare", "--user", "--map-root-user", "--mount",
+                                                                   "true"], capture_output=True).returncode != 0,
+                    reason="no user and mount namespaces here")
+def test_a_run_that_fills_the_disk_has_its_folders_emptied_and_the_loop_goes_on(workspace, env, gemini, tmp_path):
+    """The red team's: a seed filled the disk from its working copy; the keeper crashed with a traceback, then every
+    start said to free space that its own folders held. Here the folder is on a 48 MB disk of its own."""
+    seed = (workspace / "seed.py").read_text()
+    (workspace / "seed.py").write_text(seed.replace("def main():\n", "def main():\n" + FILL, 1))
+    for n in range(4):
+        gemini.reply(api.answer([(f"a{n}.py", f"a = {n}\n")]))
+    env["SEED_FAULT_PAUSE"] = "0.2"
+    small = tmp_path / "small"
+    small.mkdir()
+    script = (f"mount -t tmpfs -o size=48m tmpfs {small} && cp -a {workspace} {small}/ws && cd {small}/ws && "
+              "\"$@\" fallback.py --delay 0 --iterations 3; code=$?; du -sm .seed; exit $code")
+    done = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script, "sh",
+                           sys.executable], env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "the working copy and the runs' temporary folder were emptied" in done.stdout, done.stdout[-3000:]
