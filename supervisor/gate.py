@@ -31,6 +31,7 @@ import importlib.metadata
 import os
 import re
 import sys
+import sysconfig
 import threading
 from dataclasses import dataclass, replace
 from enum import Enum
@@ -124,24 +125,50 @@ def gate(changes, files, before=None, full=False):
 
 
 def taken_name(rel):
-    """"json.py (json: the standard library)" when the path `rel` is a top-level module or package whose name
-    Python already has here, else ''."""
-    top = rel[:-3] if "/" not in rel and rel.endswith(".py") else rel.split("/")[0] if \
-        re.fullmatch(r"[^/]+/__init__\.py", rel) else ""
+    """"json.py (json: the standard library)" when the path `rel` is a top-level module, or lies in a top-level
+    folder (a package, or a namespace package: org/python/core.py with no __init__.py imports as org.python.core),
+    whose name Python has or looks for here, else ''."""
+    top = rel.split("/")[0] if "/" in rel else rel.removesuffix(".py") if rel.endswith(".py") else ""
     owner = python_names().get(top)
     return f"{rel} ({top}: {owner})" if owner else ""
 
 
 @lru_cache(maxsize=1)
 def python_names():
-    """{top-level module name: whose it is} for every name Python has here before the codebase: the standard
-    library's, the start-up hooks site imports from the path, and each installed distribution's (this interpreter's
-    site-packages, as the keeper's own path has them: the folder is never on it)."""
+    """{top-level module name: whose it is} for every name Python has here or looks for before the codebase: the
+    standard library's, the start-up hooks site imports from the path, each installed distribution's (this
+    interpreter's site-packages, as the keeper's own path has them: the folder is never on it), and every name their
+    own code imports, found or not (copy.py tries Jython's org.python.core, urllib3 tries socks: a module of that
+    name in the folder ran in the scorer, and in a person's `python -m http.server` there, reading .env). Worked out
+    from their sources, never listed."""
     names = {name: "the standard library" for name in sys.stdlib_module_names}
     names.update(sitecustomize="a start-up hook of Python's", usercustomize="a start-up hook of Python's")
     for name, owners in importlib.metadata.packages_distributions().items():
         names.setdefault(name, f"the installed package {owners[0]}")
+    for name in imported_by_python():
+        names.setdefault(name, "a name the standard library or an installed package imports")
     return names
+
+
+IMPORT_LINE = re.compile(rb"^[ \t]*(?:from[ \t]+([A-Za-z_]\w*)|import[ \t]+([A-Za-z_][\w \t,.]*))", re.M)
+
+
+def imported_by_python():
+    """The top-level names every module of the standard library and of this interpreter's site-packages imports
+    (their tests but not: nothing runs those here), read as text, in about half a second, once per keeper."""
+    found = set()
+    roots = {sysconfig.get_paths()[kind] for kind in ("stdlib", "platstdlib", "purelib", "platlib")}
+    for root in roots:
+        for folder, folders, files in os.walk(root):
+            folders[:] = [name for name in folders if name not in ("test", "tests", "__pycache__", "site-packages")]
+            for name in files:
+                try:
+                    text = open(os.path.join(folder, name), "rb").read() if name.endswith(".py") else b""
+                except OSError:
+                    continue
+                for module, listed in IMPORT_LINE.findall(text):
+                    found.update(part.split(b".")[0].strip().decode() for part in (module or listed).split(b","))
+    return {name for name in found if name.isidentifier()}
 
 
 def ratchet_of(start):

@@ -78,17 +78,21 @@ def test_a_run_gets_the_environments_names_and_values_it_allows_and_no_other(wor
 
 def test_a_module_that_takes_a_name_python_has_never_lands_and_says_why(workspace, env, gemini):
     """signal.py would stand in for the standard library's wherever the folder is first on the path; sitecustomize.py
-    runs at every start of a Python whose PYTHONPATH has an empty entry; requests/ is an installed package's."""
-    for rel in ("signal.py", "sitecustomize.py", "requests/__init__.py"):
+    runs at every start of a Python whose PYTHONPATH has an empty entry; requests/ is an installed package's; org/ is
+    a name the standard library looks for and does not find (copy.py tries Jython's org.python.core: the red team's
+    module of that name ran in the scorer and forged the score, and read .env in a person's python -m http.server)."""
+    taken = ("signal.py", "sitecustomize.py", "requests/__init__.py", "org/python/core.py")
+    for rel in taken:
         gemini.reply(api.answer([(rel, "x = 1\n")]))
     gemini.reply(api.answer([("my_signals.py", "x = 1\n")]))
-    done = run_fallback(workspace, env, "--iterations", "4")
+    done = run_fallback(workspace, env, "--iterations", str(len(taken) + 1))
     assert done.returncode == 0, done.stdout[-1500:] + done.stderr[-1500:]
     seen = outcomes(workspace)
-    assert [outcome.split(": ")[:2] for outcome in seen] == [["rolled back", "a module takes a name Python has"]] * 3 \
-        + [["landed", "1 file(s) changed"]], seen
+    assert [outcome.split(": ")[:2] for outcome in seen] == [["rolled back", "a module takes a name Python has"]] * \
+        len(taken) + [["landed", "1 file(s) changed"]], seen
     tasks = (workspace / "pending_tasks.md").read_text()
     for told in ("signal.py (signal: the standard library)", "sitecustomize.py (sitecustomize: a start-up hook",
-                 "requests/__init__.py (requests: the installed package requests)", "Give it a name of its own"):
+                 "requests/__init__.py (requests: the installed package requests)", "Give it a name of its own",
+                 "org/python/core.py (org: a name the standard library or an installed package imports)"):
         assert told in tasks, tasks
-    assert not any((workspace / rel).exists() for rel in ("signal.py", "sitecustomize.py", "requests"))
+    assert not any((workspace / rel).exists() for rel in ("signal.py", "sitecustomize.py", "requests", "org"))
