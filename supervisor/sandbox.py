@@ -160,6 +160,7 @@ HIDDEN = ["/run", "/var/run", "/tmp/.X11-unix", "/tmp/.ICE-unix", "/tmp/tmux-*",
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 ALLOW, REFUSE, MISSING = 0x7FFF0000, 0x00050000 | errno.EPERM, 0x00050000 | errno.ENOSYS  # SECCOMP_RET_*
 NO_FAMILY = 0x00050000 | errno.EAFNOSUPPORT  # a socket family outside the list: as a kernel without it
+UNSUPPORTED = 0x00050000 | errno.EOPNOTSUPP  # an extended attribute: as a file system without them
 LOAD_WORD, JUMP_EQUAL, JUMP_AT_LEAST, JUMP_SET, RETURN = 0x20, 0x15, 0x35, 0x45, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K,
 # JGE|K, JSET|K, BPF_RET|K
 NUMBER, ARCH, ARGUMENTS = 0, 4, 16  # offsets in struct seccomp_data; each argument 8 bytes, its low half first
@@ -174,8 +175,7 @@ close_range lseek dup dup2 dup3 fcntl flock fsync fdatasync sync syncfs sync_fil
 fadvise64 readahead sendfile copy_file_range splice tee stat fstat lstat newfstatat statx statfs fstatfs access
 faccessat faccessat2 readlink readlinkat getdents getdents64 getcwd chdir fchdir mkdir mkdirat rmdir unlink unlinkat
 rename renameat renameat2 link linkat symlink symlinkat mknod mknodat chmod fchmod fchmodat chown fchown lchown
-fchownat umask utime utimes utimensat futimesat getxattr lgetxattr fgetxattr listxattr llistxattr flistxattr setxattr
-lsetxattr fsetxattr removexattr lremovexattr fremovexattr brk mmap munmap mremap mprotect madvise msync mincore mlock
+fchownat umask utime utimes utimensat futimesat brk mmap munmap mremap mprotect madvise msync mincore mlock
 mlock2 munlock mlockall munlockall membarrier memfd_create fork vfork execve execveat exit exit_group wait4 waitid
 kill tkill tgkill getpid getppid gettid getpgid setpgid getpgrp getsid setsid getuid geteuid getgid getegid getresuid
 getresgid getgroups setuid setgid setreuid setregid setresuid setresgid setgroups setfsuid setfsgid capget capset
@@ -187,10 +187,14 @@ rt_sigaction rt_sigprocmask rt_sigreturn rt_sigpending rt_sigsuspend rt_sigtimed
 rt_tgsigqueueinfo sigaltstack pause alarm getitimer setitimer signalfd signalfd4 restart_syscall nanosleep
 clock_nanosleep clock_gettime clock_getres gettimeofday time timer_create timer_settime timer_gettime
 timer_getoverrun timer_delete timerfd_create timerfd_settime timerfd_gettime futex futex_waitv select pselect6 poll
-ppoll epoll_create epoll_create1 epoll_ctl epoll_wait epoll_pwait epoll_pwait2 eventfd eventfd2 inotify_init
-inotify_init1 inotify_add_watch inotify_rm_watch pipe pipe2 socketpair bind listen accept accept4 connect getsockname
+ppoll epoll_create epoll_create1 epoll_ctl epoll_wait epoll_pwait epoll_pwait2 eventfd eventfd2 pipe pipe2 socketpair bind listen accept accept4 connect getsockname
 getpeername sendto recvfrom sendmsg recvmsg sendmmsg recvmmsg shutdown setsockopt getsockopt getrandom""".split()
-# what Python, pytest and ordinary code use; socket, ioctl, clone and personality are allowed by their arguments
+# what Python, pytest and ordinary code use; socket, ioctl, clone and personality are allowed by their arguments.
+# Not inotify: Landlock checks no watch, so a run could learn the names of files the person makes in the folder
+# (missing, as on a kernel without it: watchers poll instead)
+NO_ATTRIBUTES = """getxattr lgetxattr fgetxattr listxattr llistxattr flistxattr setxattr lsetxattr fsetxattr removexattr
+lremovexattr fremovexattr""".split()  # EOPNOTSUPP, as a file system without extended attributes: Landlock checks
+# none (the attributes of the person's .env could be listed), and shutil's copies take it as such
 SYSTEM_V = """shmget shmat shmdt shmctl semget semop semtimedop semctl msgget msgsnd msgrcv msgctl mq_open mq_unlink
 mq_timedsend mq_timedreceive mq_notify mq_getsetattr""".split()  # allowed only in an IPC namespace of the run's own
 REFUSED = """keyctl add_key request_key ptrace process_vm_readv process_vm_writev pidfd_getfd kcmp bpf userfaultfd
@@ -791,7 +795,8 @@ def syscall_filter(machine, unix_sockets, own_ipc):
     `unix_sockets`, else EPERM: the seed reaches no pathname socket of the person's; any other family
     EAFNOSUPPORT), clone(2) without a namespace flag, ioctl(2) but TIOCSTI and TIOCLINUX, personality(2)'s query
     and PER_LINUX. System V IPC and POSIX message queues (SYSTEM_V) only with `own_ipc`, an IPC namespace of the
-    run's own; else they, like REFUSED, fail with EPERM, and so do another ABI's calls (i386's, x32's).
+    run's own; else they, like REFUSED, fail with EPERM, and so do another ABI's calls (i386's, x32's). Extended
+    attributes (NO_ATTRIBUTES) fail with EOPNOTSUPP, as on a file system without them.
     Everything else fails with ENOSYS, as on a kernel without the call, so that libc and Python take the way
     they take there: clone3 (glibc falls back to clone, whose flags can be read here, as Docker does), and a
     call newer than this table."""
@@ -801,6 +806,7 @@ def syscall_filter(machine, unix_sockets, own_ipc):
         steps += [(JUMP_AT_LEAST, 0, 1, X32_BIT), (RETURN, 0, 0, REFUSE)]
     rules = [*((name, [(RETURN, 0, 0, ALLOW)]) for name in ALLOWED + (SYSTEM_V if own_ipc else [])),
              *((name, [(RETURN, 0, 0, REFUSE)]) for name in REFUSED + ([] if own_ipc else SYSTEM_V)),
+             *((name, [(RETURN, 0, 0, UNSUPPORTED)]) for name in NO_ATTRIBUTES),
              ("socket", by_argument(0, {socket.AF_UNIX: ALLOW if unix_sockets else REFUSE,
                                         **dict.fromkeys(SOCKET_FAMILIES, ALLOW)}, NO_FAMILY)),
              ("clone", by_argument(0, {NAMESPACE_FLAGS: REFUSE}, ALLOW, test=JUMP_SET)),

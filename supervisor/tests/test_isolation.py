@@ -8,6 +8,7 @@ virtual environment made in the person's folder. The filter itself is also check
 both machines it is written for, by the small interpreter below.
 """
 import ctypes
+import errno
 import json
 import os
 import re
@@ -174,6 +175,26 @@ def test_what_the_filter_refuses(place, what, action, unconfined):
         assert plain(place, action) == unconfined, what  # the attack, where nothing stops it
     assert attempt(place, action) == "EPERM", what
     assert attempt(place, action, policy_in(place, own_servers=True)) == "EPERM", what  # the gate's tests too
+
+
+@filtered
+def test_the_persons_folder_can_be_neither_watched_nor_its_files_attributes_read(place):
+    """The red team's: Landlock checks neither, so a seed watched the person's folder with inotify and landed the
+    names of the files the person saved meanwhile, and listed the attributes of .env. Copies still work."""
+    root, _ = place
+    env = root / "user" / ".env"
+    os.setxattr(env, "user.mark", b"the person's")
+    watch = ("import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nfd = libc.inotify_init1(0)\n"
+             f"if fd < 0 or libc.inotify_add_watch(fd, {str(root / 'user').encode()!r}, 0x100) < 0:\n"
+             "    raise OSError(ctypes.get_errno(), 'inotify')")
+    attributes = f"os.listxattr({str(env)!r})"
+    assert plain(place, watch) == "done" and plain(place, attributes) == "done"  # where nothing stops them
+    for policy in (None, policy_in(place, own_servers=True)):  # the seed's, the gate's
+        assert attempt(place, watch, policy) == "ENOSYS"
+        assert attempt(place, attributes, policy) == errno.errorcode[errno.EOPNOTSUPP]  # ENOTSUP, its other name
+        assert attempt(place, "open('a', 'w').write('x'); import shutil; shutil.copy2('a', 'b'); "
+                              "shutil.copytree('.', '../temp/tree', dirs_exist_ok=True)",
+                       policy) == "done"
 
 
 @filtered
