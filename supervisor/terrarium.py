@@ -54,6 +54,7 @@ LASTING = IN_THE_WAY | {errno.ENOENT, errno.ENAMETOOLONG, errno.ELOOP}  # what w
 KEEPER_FILE_BYTES = 16 << 20  # the most of a keeper's file in the working copy read, to tell whether a run wrote it
 provided = {}       # rel -> sha256 of what the working copy was given to read, to tell a run's writes from it
 fingerprints = {}   # (tree, rel) -> (size, mtime, ctime, inode), sha256: what need not be read again
+written = {}        # (tree, rel) -> (size, mtime, ctime, inode) of the file as mirror last wrote it
 
 
 # --- the working copy -------------------------------------------------------------------------
@@ -75,11 +76,14 @@ def sync_work(here=None, facts=None):
 
 def mirror(tree, wanted, blobs=None):
     """Make `tree` hold exactly `wanted` ({path: sha256}, the bytes from `blobs` by sha256 or else the object
-    store), rebuilt whole when what is there cannot be trusted."""
+    store), rebuilt whole when what is there cannot be trusted. A file is written anew (a fresh file: new times,
+    no attribute, no inode kept) unless it is, to its times and inode, the one this keeper wrote there: a run that
+    touched a file without changing its bytes (its time set to 1, say) leaves no state for the next run to read,
+    a control run included."""
     tree.mkdir(parents=True, exist_ok=True)
-    folders, modes = {}, {}
+    folders, stamps = {}, {}
     try:
-        there = fingerprint(tree, max_files=WORK_FILES, max_bytes=WORK_BYTES, folders=folders, modes=modes)
+        there = fingerprint(tree, max_files=WORK_FILES, max_bytes=WORK_BYTES, folders=folders, stamps=stamps)
     except Untrusted:
         untrusted.wipe(tree)
         tree.mkdir(parents=True)
@@ -94,8 +98,11 @@ def mirror(tree, wanted, blobs=None):
             os.chmod(tree / folder, 0o755)
     os.chmod(tree, 0o755)
     for rel, sha in wanted.items():
-        if there.get(rel) != sha or stat.S_IMODE(modes.get(rel, 0o644)) != 0o644:
+        if there.get(rel) != sha or written.get((tree, rel)) != stamps.get(rel):
             untrusted.write(tree, rel, blobs[sha] if sha in (blobs or {}) else object_path(sha).read_bytes())
+            written[(tree, rel)] = stamp(os.lstat(tree / rel))
+    for gone in [key for key in written if key[0] == tree and key[1] not in wanted]:
+        del written[gone]
 
 
 def capture_work(start):
@@ -154,16 +161,16 @@ def change_between(old, new):
 
 
 def fingerprint(tree, skip=lambda rel, folder: False, max_files=None, max_bytes=None, store=False, new_bytes=None,
-                folders=None, modes=None):
+                folders=None, stamps=None):
     """{path: sha256} of the files in `tree`, read without links and bounded (see untrusted.scan). A file whose size,
     times and inode are as when it was last read is not read again (its ctime cannot be set by the code that
     changed it). With `store`, each file's bytes are kept in the object store; contents it does not hold yet (what
-    the run wrote) may come to at most `new_bytes`. `folders` and `modes`, when given, get {path: mode} of the
-    folders and of the files."""
+    the run wrote) may come to at most `new_bytes`. `folders`, when given, gets {path: mode} of the folders;
+    `stamps`, {path: (size, mtime, ctime, inode)} of the files."""
     began, found, new = time.time_ns(), {}, 0
     listed = untrusted.scan(tree, skip, max_files, max_bytes, folders)
-    if modes is not None:
-        modes.update({rel: info.st_mode for rel, info in listed.items()})
+    if stamps is not None:
+        stamps.update({rel: stamp(info) for rel, info in listed.items()})
     for stale in [key for key in fingerprints if key[0] == tree and key[1] not in listed]:
         del fingerprints[stale]  # what is gone is forgotten: the cache holds what the tree holds
     for rel, info in listed.items():

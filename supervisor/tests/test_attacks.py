@@ -563,3 +563,15 @@ def test_what_a_part_stopped_at_the_others_failure_left_running_is_not_in_the_wa
     done = run_fallback(keyed, env, "--iterations", "1", timeout=60)
     held(keyed, done, gemini, outside, 1)
     assert outcomes(keyed) == ["landed: 4 file(s) changed"]
+
+
+def test_a_run_leaves_nothing_in_the_working_copy_for_the_next_run_to_read(keyed, env, gemini, outside):
+    """The red team's: run 1 set seed.py's time to 1 (its bytes unchanged), and run 2 read it back: state carried
+    from one run to the next, a control run included. The keeper writes anew every file a run touched."""
+    (keyed / "seed.py").write_text(seed_that(
+        "seen = int(os.stat('seed.py').st_mtime)\npathlib.Path(f'seen_{min(seen, 2)}.txt').write_text('x')\n"
+        "os.utime('seed.py', (1, 1))"))
+    gemini.reply(api.answer([("a.py", "a = 1\n")])).reply(api.answer([("b.py", "b = 1\n")]))
+    done = run_fallback(keyed, env, "--iterations", "2", timeout=120)
+    held(keyed, done, gemini, outside, 2)
+    assert (keyed / "seen_2.txt").exists() and not (keyed / "seen_1.txt").exists()
