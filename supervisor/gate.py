@@ -27,7 +27,10 @@ whole time. Tests may lean on each other's state, so the cadence's run is always
 or a selection hid is found within SEED_FULL_GATE_EVERY landings.
 """
 import ast
+import contextlib
+import hashlib
 import importlib.metadata
+import json
 import os
 import re
 import sys
@@ -39,10 +42,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import NamedTuple
 
-from . import selection, source, zygote
+from . import blame, selection, source, zygote
 from .check import signed, token_pipe, unlink_folders
 from .console import show_phase
-from .settings import CONTRACT, GATE_TIMEOUT, JUDGED, PARALLEL_FROM, ROOT, SCRATCH
+from .settings import CONTRACT, GATE_TIMEOUT, JUDGED, PARALLEL_FROM, ROOT, SCRATCH, write_atomically
 from .snapshots import object_path
 from .terrarium import clean_env, judged_copy, policy, run_bounded
 
@@ -150,12 +153,23 @@ def python_names():
     return names
 
 
-IMPORT_LINE = re.compile(rb"^[ \t]*(?:from[ \t]+([A-Za-z_]\w*)|import[ \t]+([A-Za-z_][\w \t,.]*))", re.M)
+DOTTED_NAME = rb"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*"
+IMPORT_LINE = re.compile(rb"^[ \t]*(?:from[ \t]+(" + DOTTED_NAME + rb")[ \t]+import[ \t(]|import[ \t]+(" + DOTTED_NAME +
+                         rb"(?:[ \t]+as[ \t]+\w+)?(?:[ \t]*,[ \t]*" + DOTTED_NAME + rb"(?:[ \t]+as[ \t]+\w+)?)*)[ \t]*(?:#.*)?$)",
+                         re.M)  # a whole statement, not prose ("import a module", "from the start")
 
 
 def imported_by_python():
     """The top-level names every module of the standard library and of this interpreter's site-packages imports
-    (their tests but not: nothing runs those here), read as text, in about half a second, once per keeper."""
+    (their tests but not: nothing runs those here), read as text in about half a second, and kept in the user's
+    cache for this interpreter and these packages (blame.world): the tests start the keeper hundreds of times."""
+    world = blame.world()
+    key = hashlib.sha256(json.dumps([world["python"], world["packages"]]).encode()).hexdigest()[:16]
+    kept = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "seed" / f"python-names-{key}.json"
+    try:
+        return set(json.loads(kept.read_text()))
+    except (OSError, ValueError, TypeError):
+        pass
     found = set()
     roots = {sysconfig.get_paths()[kind] for kind in ("stdlib", "platstdlib", "purelib", "platlib")}
     for root in roots:
@@ -167,8 +181,12 @@ def imported_by_python():
                 except OSError:
                     continue
                 for module, listed in IMPORT_LINE.findall(text):
-                    found.update(part.split(b".")[0].strip().decode() for part in (module or listed).split(b","))
-    return {name for name in found if name.isidentifier()}
+                    found.update(part.strip().split(b" ")[0].split(b".")[0].decode()
+                                 for part in (module or listed).split(b","))
+    found = {name for name in found if name.isidentifier()}
+    with contextlib.suppress(OSError):  # a home that cannot be written: it is read again next time
+        write_atomically(kept, json.dumps(sorted(found)).encode())
+    return found
 
 
 def ratchet_of(start):
