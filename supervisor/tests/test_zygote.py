@@ -21,6 +21,15 @@ pytestmark = pytest.mark.skipif(not sandbox.isolation()[0], reason="the zygote n
 DRIVER = r'''import json, os, signal, sys, time
 sys.path.insert(0, sys.argv[1])
 from supervisor import gate, snapshots, zygote
+
+
+def command_of(pid):
+    try:
+        return open(f"/proc/{pid}/cmdline", "rb").read()
+    except OSError:  # it ended as /proc was read
+        return b""
+
+
 for step in json.load(open(sys.argv[2])):
     if step == "kill":
         os.kill(zygote.current.process.pid, signal.SIGKILL)
@@ -32,8 +41,7 @@ for step in json.load(open(sys.argv[2])):
     pid = zygote.current.process.pid if zygote.current else 0
     files = {rel: snapshots.store_object(text.replace("ZYGOTE_PID", str(pid)).encode()) for rel, text in step.items()}
     verdict = gate.run_checks(files, False)
-    left = [p for p in os.listdir("/proc") if p.isdigit() and b"left-by-a-candidate" in
-            open(f"/proc/{p}/cmdline", "rb").read()]
+    left = [p for p in os.listdir("/proc") if p.isdigit() and b"left-by-a-candidate" in command_of(p)]
     pid = zygote.current and zygote.current.process.pid
     spaces = {name: os.readlink(f"/proc/{pid}/ns/{name}") for name in ("user", "pid", "net", "mnt", "ipc")} if pid else {}
     print(json.dumps({"failure": verdict.failure and verdict.failure.value, "output": verdict.output, "zygote": pid,
