@@ -13,7 +13,7 @@ from datetime import datetime
 from zoneinfo import ZoneInfo
 
 import fake_gemini as api
-from test_fallback import outcomes, processes_in, run_fallback, wait_for
+from test_fallback import outcomes, processes_in, run_fallback, stopped_by_ctrl_c_when, wait_for
 
 SLOW_TEST = ("tests/test_slow.py", "import time\n\n\ndef test_slow():\n    time.sleep(60)\n")
 
@@ -30,20 +30,6 @@ def requests_in_record(root):
 
 def booked_today(root):
     return json.loads((root / "backups" / "usage.json").read_text()).get(today(), {})
-
-
-def stopped_by_ctrl_c_when(root, env, ready):
-    """fallback.py run until `ready()`, then Ctrl+C: its stdout."""
-    keeper = subprocess.Popen([sys.executable, "fallback.py", "--delay", "0"], cwd=root, env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        wait_for(ready)
-        keeper.send_signal(signal.SIGINT)
-        out, err = keeper.communicate(timeout=20)
-    finally:
-        keeper.kill()
-    assert keeper.returncode == 130, err
-    return out
 
 
 def said_everywhere(root, env, out):

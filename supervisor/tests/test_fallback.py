@@ -780,6 +780,20 @@ def test_a_full_disk_that_stays_full_is_waited_out_longer_each_time_in_one_log_s
     assert done.stdout.count("File too large: free some disk space") == 3, done.stdout
 
 
+def stopped_by_ctrl_c_when(root, env, ready):
+    """fallback.py run until `ready()`, then Ctrl+C: its stdout (it exited 130)."""
+    keeper = subprocess.Popen([sys.executable, "fallback.py", "--delay", "0"], cwd=root, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(ready)
+        keeper.send_signal(signal.SIGINT)
+        out, err = keeper.communicate(timeout=20)
+    finally:
+        keeper.kill()
+    assert keeper.returncode == 130, err
+    return out
+
+
 @pytest.mark.parametrize("phase", ["gate", "wait"])
 def test_ctrl_c_in_the_gate_or_in_a_wait_stops_cleanly(workspace, env, gemini, phase):
     if phase == "gate":
@@ -788,15 +802,7 @@ def test_ctrl_c_in_the_gate_or_in_a_wait_stops_cleanly(workspace, env, gemini, p
     else:
         gemini.reply(api.per_day())
         ready = lambda: "waiting until" in (workspace / "iteration_log.md").read_text()
-    supervisor = subprocess.Popen([sys.executable, "fallback.py"], cwd=workspace, env=env, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True)
-    try:
-        wait_for(ready)
-        supervisor.send_signal(signal.SIGINT)
-        out, err = supervisor.communicate(timeout=10)
-    finally:
-        supervisor.kill()
-    assert supervisor.returncode == 130, err
+    stopped_by_ctrl_c_when(workspace, env, ready)
     assert not (workspace / "tests" / "test_slow.py").exists()
     wait_for(lambda: processes_in(workspace) == [], 5)  # a namespace's last processes go as the kernel tears it down
 
