@@ -5,7 +5,6 @@ workspace).
 """
 import json
 import os
-import signal
 import sqlite3
 import subprocess
 import sys
