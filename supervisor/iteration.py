@@ -301,15 +301,16 @@ def settle(number, index, start, run, memory):
     if failure is None and run.changes and spacing_only(run.changes, snap.files_of(start), run.files):
         run = replace(run, changes=[], spacing=True)
     verdict = judged(run, start, index) if failure is None and run.changes else None
+    left_out = None  # (a task, the output that shows why) for what of the answer lands without the rest of it
     if verdict and verdict.detail.startswith(gate.SEED_BROKEN):  # nothing imports the seed: the rest may land
-        run, verdict = the_rest(number, start, index, run, verdict, {"seed.py"}, f"Iteration {number} landed "
-                                f"without its seed.py: {verdict.detail}. Keep them when you improve it.")
+        run, verdict, left_out = the_rest(start, index, run, verdict, {"seed.py"}, f"Iteration {number} landed "
+                                          f"without its seed.py: {verdict.detail}. Keep them when you improve it.")
     elif verdict and verdict.failure is Failure.TESTS and evaluate.LAND_ON == "score" and evaluate.present():
         failing = {test.split("::")[0] for test in verdict.failed}  # the person's score decides, not the new tests
         if failing and failing <= {rel for rel, *_ in run.changes}:
-            run, verdict = the_rest(number, start, index, run, verdict, failing, f"Iteration {number} landed "
-                                    f"without {', '.join(sorted(failing))}: its tests failed. Mend them (the code they "
-                                    "test landed, and the score did not fall).")
+            run, verdict, left_out = the_rest(start, index, run, verdict, failing, f"Iteration {number} landed "
+                                              f"without {', '.join(sorted(failing))}: its tests failed. Mend them (the "
+                                              "code they test landed, and the score did not fall).")
     score = None
     if verdict and not verdict.failure:
         score, failure, detail, output = scored(run, start)
@@ -325,15 +326,17 @@ def settle(number, index, start, run, memory):
     else:
         memory.world, memory.suspect, memory.pause, memory.repeat = None, None, 0, None
         result = settle_run(number, index, start, run, verdict, score)
+    if left_out and result.outcome is Outcome.LANDED:  # told only when the rest landed (its score may have fallen)
+        journal.add_failure_task(*left_out, start["id"], journal.failure_mark(*left_out))
     result.verdict, result.score = verdict, score
     result.gate_seconds = round(time.monotonic() - began, 3) if run.changes and not run.untrusted else None
     return result
 
 
-def the_rest(number, start, index, run, verdict, dropped, told):
-    """(run, verdict) for the rest of an answer without its changes to `dropped` (kept as they were at the start),
-    judged on its own, and the task `told` with the output that shows why they were left out; as it was when no
-    change is left or the rest fails too. For a seed.py that breaks its contract (nothing imports the seed: a small
+def the_rest(start, index, run, verdict, dropped, told):
+    """(run, verdict, (the task `told`, the output that shows why)) for the rest of an answer without its changes to
+    `dropped` (kept as they were at the start), judged on its own; (run, verdict, None) as it was when no change is
+    left or the rest fails too. For a seed.py that breaks its contract (nothing imports the seed: a small
     model wrote the goal's code into it, beside good files), and, under SEED_LAND_ON=score, the failing test files
     a change added or changed."""
     before = snap.files_of(start)
@@ -341,9 +344,8 @@ def the_rest(number, start, index, run, verdict, dropped, told):
     rest = replace(run, files=files, changes=[change for change in run.changes if change[0] not in dropped])
     alone = judged(rest, start, index) if rest.changes else None
     if alone is None or alone.failure:
-        return run, verdict
-    journal.add_failure_task(told, verdict.output, start["id"], journal.failure_mark(told, verdict.output))
-    return rest, alone
+        return run, verdict, None
+    return rest, alone, (told, verdict.output)
 
 
 def spacing_only(changes, before, after):

@@ -277,7 +277,7 @@ def test_under_the_scores_rule_a_change_lands_without_the_tests_it_adds_that_fai
              "    done = subprocess.run([sys.executable, 'notes.py', 'list'], capture_output=True, text=True)\n"
              "    assert done.stdout == 'nothing yet'\n")  # wrong: it prints nothing
     broken = ("notes.py", NOTES[1].replace("    if command == 'add'", "    if command == 'nothing'"))  # add broken
-    gemini.reply(api.answer([NOTES, wrong])).reply(api.answer([broken]))
+    gemini.reply(api.answer([NOTES, wrong])).reply(api.answer([broken, wrong]))
     done = run_fallback(workspace, env, "--iterations", "2", timeout=180)
     held(workspace, done, gemini, outside, 2)
     tasks = (workspace / "pending_tasks.md").read_text()
@@ -287,5 +287,6 @@ def test_under_the_scores_rule_a_change_lands_without_the_tests_it_adds_that_fai
     assert outcomes(workspace) == ["landed: 1 file(s) changed", "rolled back: score fell from 1 to 0.333"]
     assert (workspace / "notes.py").read_text() == NOTES[1] and not (workspace / "tests" / "test_notes.py").exists()
     assert "Iteration 1 landed without tests/test_notes.py: its tests failed." in tasks
+    assert "Iteration 2 landed without" not in tasks  # its rest was judged, and its score fell: nothing landed
     assert "test_list_is_empty_at_first" in tasks  # the lines that tell
     assert load_keeper("record").runs(workspace)[-1]["settings"]["SEED_LAND_ON"] == "score"  # recorded per run
