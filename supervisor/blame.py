@@ -16,12 +16,13 @@ Without such a cause, a failure at the known-good state is the code's: a test th
 or on what an earlier test left fails there too, with nothing changed around it; that is a task for the model, never
 an endless wait. An answer the seed crashed while applying is part of the run: that answer's failure, not the world's.
 """
+import contextlib
 import hashlib
 import os
 import re
 import sys
 
-from .settings import LIMITS, PROCESSES, ROOT, SHM_BYTES
+from .settings import LIMITS, PROCESSES, ROOT, SCRATCH, SHM_BYTES, WORK
 
 SETTING_OF = {"RLIMIT_AS": "SEED_MEMORY_MB", "RLIMIT_CPU": "SEED_CPU_SECONDS", "RLIMIT_FSIZE": "SEED_FILE_MB",
               "RLIMIT_NOFILE": "SEED_OPEN_FILES", "processes": "SEED_PROCESSES", "shm": "SEED_SHM_MB"}
@@ -72,10 +73,11 @@ def changed_since(then):
 
 
 def short_of(root):
-    """What the machine is short of now, measured here: the disk where the folder is, its free memory; or ''."""
+    """What the machine is short of now, measured here: the disk where the folder is (what the runs' own folders hold
+    counted as free: a run that filled the disk is the code's doing), its free memory; or ''."""
     try:
         disk = os.statvfs(root)
-        free = disk.f_bavail * disk.f_frsize
+        free = disk.f_bavail * disk.f_frsize + sum(map(bytes_in, (WORK, SCRATCH)))
     except OSError:
         free = None
     if free is not None and free < DISK_LEAST:
@@ -84,6 +86,16 @@ def short_of(root):
     if available is not None and available < MEMORY_LEAST:
         return f"the machine's memory is nearly spent ({available >> 20} MB free)"
     return ""
+
+
+def bytes_in(tree):
+    """The bytes of the files below `tree` (links not followed)."""
+    total = 0
+    for folder, _, names in os.walk(tree):
+        for name in names:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(folder, name)).st_size
+    return total
 
 
 def memory_available():

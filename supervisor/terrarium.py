@@ -29,7 +29,7 @@ import threading
 import time
 from collections import deque
 
-from . import sandbox, snapshots as snap, untrusted
+from . import blame, sandbox, snapshots as snap, untrusted
 from .console import say
 from .names import refusal
 from .scrub import valid
@@ -210,11 +210,8 @@ def judged_copy(files, with_contract=False):
 def free_space():
     """Empty the working copy and the runs' temporary folder, which a run may have filled the disk with (they are
     made again before the next run): what was freed, as words for the wait's line ('' when nothing was)."""
-    freed = 0
+    freed = sum(map(blame.bytes_in, (WORK, SCRATCH)))
     for tree in (WORK, SCRATCH):
-        for folder, _, names in os.walk(tree):
-            freed += sum(os.lstat(os.path.join(folder, name)).st_size for name in names
-                         if os.path.lexists(os.path.join(folder, name)))
         untrusted.wipe(tree)
     return f"the working copy and the runs' temporary folder were emptied ({freed >> 20} MB); " if freed else ""
 
