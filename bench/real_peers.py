@@ -198,7 +198,11 @@ def run_aider(out, target, alias, goal, budget, python):
               for n, (kind, chat) in enumerate(zip(kinds, relay.chats()), 1)]
     output = (out / "console.txt").read_text("utf-8", "replace")
     failures = collections.Counter(re.sub(r"\d+", "N", line.strip())[:90] for line in output.splitlines()
-                                   if FAILED.search(line) and not line.startswith("==="))
+                                   if FAILED.search(line) and not line.startswith("===") and "not a terminal" not in line)
+    failures.update(f"an edit answer with no file: {' '.join(text.split())[:60]!r}" for kind, chat in
+                    zip(kinds, relay.chats()) if kind == "edit" and "```" not in (text := answer_of(chat)))
+    failures.update(f"landed a file outside the goal: {name}" for _, _, files in states for name in files
+                    if not name.endswith(".py"))
     facts = {"requests": min(relay.asked, budget), "iterations": turns, "seconds": seconds, "exit": 0,
              "tests": tests, "lines": lines, "failures": failures, "where": str(out),
              "kinds": collections.Counter(kinds)}
@@ -214,6 +218,17 @@ def kind_of(chat):
     system = " ".join(str(m.get("content", "")) for m in messages if m.get("role") == "system").lower()
     return ("commit message" if "one-line git commit message" in system else
             "summary" if "briefly* summarize" in system else "edit")
+
+
+def answer_of(chat):
+    """The text of an answer, streamed (its events' content joined) or whole."""
+    try:
+        events = [json.loads(line[6:]) for line in chat["answer"].splitlines() if line.startswith("data: {")]
+        if events:
+            return "".join(e["choices"][0]["delta"].get("content") or "" for e in events if e.get("choices"))
+        return json.loads(chat["answer"])["choices"][0]["message"]["content"] or ""
+    except (ValueError, KeyError, IndexError, TypeError):
+        return ""
 
 
 def size_of(chat):
@@ -313,7 +328,7 @@ def main():
                           f"{landing['score']}{' (useful)' if landing['useful'] else ''}", flush=True)
     finally:
         os.killpg(process.pid, 9)
-    print_table(results)
+    print_table({system: runs for system, runs in results.items() if runs})
     print(f"\nversions: {versions(llama, ['llama-cpp-python'])}"
           + (f" {versions(aider, ['aider-chat', 'litellm'])}" if aider else "")
           + f"; {(time.monotonic() - began) / 60:.0f} min in all; load average at the end "
