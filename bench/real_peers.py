@@ -94,15 +94,19 @@ def judged(states, goal, module):
 
 
 # --- seed -----------------------------------------------------------------------------------------------
-def run_seed(out, target, alias, goal, budget):
-    """One run of seed: (facts of the run, landings, its per-iteration lines)."""
+def run_seed(out, target, alias, goal, budget, land_on="tests"):
+    """One run of seed: (facts of the run, landings, its per-iteration lines). With `land_on` "score", the goal's
+    evaluator is the person's evaluate.py (the keeper never shows it to the model) and SEED_LAND_ON=score."""
     relay = Relay(target)
-    settings = {"OPENAI_BASE_URL": relay.base, "OPENAI_MODEL": alias, "OPENAI_CONTEXT_TOKENS": 8192}
+    settings = {"OPENAI_BASE_URL": relay.base, "OPENAI_MODEL": alias, "OPENAI_CONTEXT_TOKENS": 8192,
+                "SEED_LAND_ON": land_on}
     root = real_model.workspace(out / "workspace", GOALS / goal / "goal.md", settings)
     for rel in set(real_model.WORKSPACE) - {"goal.md"}:  # the keeper as committed, never edits in progress here
         (root / rel).write_bytes(subprocess.run(["git", "show", f"HEAD:{rel}"], cwd=REPO, capture_output=True,
                                                 check=True).stdout)
     (root / "evaluate.py").unlink()  # the score is hidden: the keeper has none to show the model
+    if land_on == "score":  # the keeper scores each change with it, and the model never reads it
+        (root / "evaluate.py").write_bytes((GOALS / goal / "evaluate.py").read_bytes())
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GEMINI_", "OPENAI_", "SEED_"))}
     env["PYTHONUNBUFFERED"] = "1"  # its console.txt as it goes
     started = time.monotonic()
@@ -290,6 +294,8 @@ def main():
     parser.add_argument("--requests", type=int, default=10, help="each run's budget of requests to the server")
     parser.add_argument("--systems", default="seed,aider", help="which systems, in the order they take turns")
     parser.add_argument("--deadline", type=float, default=0, help="start no run after this many minutes (0: none)")
+    parser.add_argument("--land-on", choices=["tests", "score"], default="tests",
+                        help="seed's SEED_LAND_ON (score: the goal's evaluator is the person's evaluate.py)")
     args = parser.parse_args()
     systems = [s for s in args.systems.split(",") if s]
     began = time.monotonic()
@@ -314,7 +320,8 @@ def main():
                 folder = out / f"{system}-{run}"
                 folder.mkdir()
                 if system == "seed":
-                    facts, landings, detail = run_seed(folder, first.target, alias, args.goal, args.requests)
+                    facts, landings, detail = run_seed(folder, first.target, alias, args.goal, args.requests,
+                                                       args.land_on)
                 else:
                     facts, landings, detail = run_aider(folder, first.target, alias, args.goal, args.requests, aider)
                 results[system].append((facts, landings))
