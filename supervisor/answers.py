@@ -219,7 +219,7 @@ def cut_off(finish, text):
 
 
 STOPPED = {"MAX_TOKENS": "the answer was cut off at its token limit",  # why an answer ended before its end, in words
-           "REPETITION": "the keeper stopped it as it repeated one short piece over and over",
+           "REPETITION": "the keeper stopped it as it repeated itself (a short piece over and over, or a block twice)",
            "RUN_ENDED": "the keeper stopped it as its run ended (Ctrl+C, or the seed's time: --timeout)"}
 
 

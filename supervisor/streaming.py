@@ -4,7 +4,7 @@
     chat.update(STREAM)              # what a request adds to be streamed (with usage at its end, where served)
 
 Reading the events as they come lets the keeper stop an answer that repeats itself (a model writing "\t" to
-its token limit: 381 s), or whose run has ended (Ctrl+C, the seed gone at its own time limit, --timeout): the
+its token limit: 381 s; or sending one file block back again and again: 927 s), or whose run has ended (Ctrl+C, the seed gone at its own time limit, --timeout): the
 connection is closed, and llama-cpp-python, which goes on generating an abandoned request that is not streamed,
 stops at its next token. The answer so far comes back with finish_reason "repetition" or "run_ended", and the
 whole files in it are salvaged. An answer is never stopped for being slow: on a loaded 2-core machine the 1.5B
@@ -22,6 +22,9 @@ CHECK_EVERY = 32          # events between two looks at the text so far
 REPEATS = 800             # characters at the end of an answer that, one short piece over and over, are a runaway
 PIECE = 60                # the longest such piece
 RUNAWAY = re.compile(rf"(.{{1,{PIECE}}}?)\1+.{{0,{PIECE}}}", re.S)
+BLOCK = (300, 2_000)      # a longer piece, at least and at most, whose second copy in a row is a runaway too: the
+# 1.5B sent one file block back 4 to 20 times in an answer, to its token limit (927 s), which pieces of 60 missed
+KEPT = 2 * BLOCK[1]       # characters of an answer's end kept for a look
 
 
 def reader(over):
@@ -36,7 +39,7 @@ def reader(over):
 
 
 def assemble(response, stop):
-    """The completion the events make, in OpenAI's non-streamed shape, cut short when stop(its last REPEATS characters)
+    """The completion the events make, in OpenAI's non-streamed shape, cut short when stop(its last KEPT characters)
     gives a reason; None when no event came."""
     pieces, finish, usage, model, size, seen, tail = [], None, None, None, 0, False, ""
     for n, line in enumerate(response.iter_lines()):
@@ -49,7 +52,7 @@ def assemble(response, stop):
         delta = choice.get("delta") if isinstance(choice, dict) and isinstance(choice.get("delta"), dict) else {}
         if isinstance(delta.get("content"), str) and delta["content"]:
             pieces.append(delta["content"])
-            tail = (tail + delta["content"])[-REPEATS:]  # what a look needs: never the whole answer joined again
+            tail = (tail + delta["content"])[-KEPT:]  # what a look needs: never the whole answer joined again
         finish = (choice.get("finish_reason") if isinstance(choice, dict) else None) or finish
         usage, model = event.get("usage") or usage, event.get("model") or model
         if finish is None and n % CHECK_EVERY == 0 and (why := stop(tail)):
@@ -80,4 +83,6 @@ def why_stop(text, over):
     tail = text[-REPEATS:]
     if len(tail) == REPEATS and RUNAWAY.fullmatch(tail):
         return "repetition"
+    if any(text[-2 * size:-size] == text[-size:] for size in range(BLOCK[0], min(BLOCK[1], len(text) // 2) + 1)):
+        return "repetition"  # a block of hundreds of characters, twice in a row: sent again, not written
     return None

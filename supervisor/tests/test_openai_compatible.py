@@ -452,8 +452,22 @@ def test_a_runaway_answer_is_stopped_early_its_whole_files_kept_and_the_server_l
     assert answer_of(ask(gw, plan["token"]))["files"] == [{"path": "notes.py", "content": "NOTES = []\n"}]
     assert stream.hung_up.wait(5) and stream.sent < 1_500
     report = gw.close_run(plan["token"])
-    assert report["salvaged"] == ("cut off (REPETITION: the keeper stopped it as it repeated one short piece over and "
-                                  "over): kept the 1 file(s) that came whole")
+    assert report["salvaged"] == ("cut off (REPETITION: the keeper stopped it as it repeated itself (a short piece over "
+                                  "and over, or a block twice)): kept the 1 file(s) that came whole")
+
+
+def test_an_answer_that_sends_a_whole_file_again_and_again_is_stopped_at_its_second_copy(gateway, servers):
+    """The 1.5B sent one file block back 4 to 20 times in an answer, to its token limit (927 s): pieces of 60
+    characters missed it. The copies that came whole are kept (the same file, as the model wrote it)."""
+    block = "<file path=\"roman.py\">\n" + "".join(f"VALUE_{n} = {n} * 2  # the value\n" for n in range(14)) + "</file>\n"
+    stream = Stream(itertools.chain("- Add roman.py\nDone: none\n", itertools.repeat(block, 200)))
+    server = servers(llama_cpp()).answer(stream)
+    gw = gateway(server.base, models=[LLAMA_CPP])
+    plan = gw.open_run()
+    kept = answer_of(ask(gw, plan["token"]))["files"]
+    assert {(item["path"], item["content"].count("VALUE_0 ")) for item in kept} == {("roman.py", 1)}
+    assert stream.hung_up.wait(5) and stream.sent < 100, stream.sent  # of 200 blocks: stopped early
+    assert "REPETITION" in gw.close_run(plan["token"])["salvaged"]
 
 
 def test_the_upstream_request_is_closed_when_the_run_ends(gateway, servers):
