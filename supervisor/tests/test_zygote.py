@@ -130,11 +130,12 @@ def test_a_forked_candidate_is_confined_as_a_launched_one_in_namespaces_of_its_o
     assert first["sockets"] == []  # not the zygote's control socket
     assert {k: v for k, v in first.items() if k != "namespaces"} == {k: v for k, v in alone.items() if k != "namespaces"}
     zygote = forked[0]["namespaces"]
-    for name in first["namespaces"]:  # each candidate's own: not the zygote's, nor the one before's
-        assert len({first["namespaces"][name], second["namespaces"][name], zygote[name]}) == 3, name
+    for name in first["namespaces"]:  # each candidate's own, not the zygote's (alive through both). That the second
+        # is not the first's is proven by state in the next test: the kernel reuses a namespace's number once it ends
+        assert first["namespaces"][name] != zygote[name] and second["namespaces"][name] != zygote[name], name
 
 
-PLANT = r'''import builtins, os, subprocess, sys, tempfile
+PLANT = r'''import builtins, ctypes, os, subprocess, sys, tempfile
 import planted_module
 
 
@@ -144,10 +145,11 @@ def test_plant():
     os.environ["PLANTED"] = "1"
     open(os.path.join(tempfile.gettempdir(), "planted"), "w").close()
     open("/dev/shm/planted", "w").close()
+    assert ctypes.CDLL(None).shmget(0x5EED, 4096, 0o1600) >= 0  # IPC_CREAT: System V memory of the IPC namespace
     subprocess.Popen([sys.executable, "-c", "import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(300)",
                       "left-by-a-candidate"], start_new_session=True)
 '''
-FIND = r'''import builtins, importlib, os, sys, tempfile
+FIND = r'''import builtins, ctypes, errno, importlib, os, sys, tempfile
 import pytest
 
 
@@ -156,6 +158,8 @@ def test_nothing_of_the_candidate_before():
     assert not hasattr(builtins, "planted") and "PLANTED" not in os.environ
     assert not os.path.exists(os.path.join(tempfile.gettempdir(), "planted"))
     assert not os.path.exists("/dev/shm/planted")
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.shmget(0x5EED, 0, 0) == -1 and ctypes.get_errno() == errno.ENOENT
     with pytest.raises(ImportError):
         importlib.import_module("planted_module")
     assert not [p for p in os.listdir("/proc") if p.isdigit() and
