@@ -93,13 +93,13 @@ def serve(python, gguf, alias, context, logs):
 
 
 def workspace(root, goal, settings):
-    """A fresh copy of the workspace as a person starts it: the seed, the keeper, a goal, a .env for the server."""
+    """A fresh copy of the workspace as a person starts it: the seed, the keeper, a goal, a .env for the server (no
+    pending_tasks.md: the keeper starts one, as in a fresh clone)."""
     for rel in WORKSPACE:
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO / rel, root / rel)
     if goal:
         shutil.copy2(goal, root / "goal.md")
-    (root / "pending_tasks.md").write_text((REPO / "pending_tasks.md").read_text())
     (root / ".env").write_text("".join(f"{name}={value}\n" for name, value in settings.items()))
     return root
 
