@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from enum import Enum
 
-from . import blame, evaluate, gate, journal, snapshots as snap, terrarium
+from . import blame, evaluate, gate, journal, snapshots as snap, terrarium, zygote
 from .answers import CHARS_PER_TOKEN
 from .console import say, show_phase
 from .scrub import redact, secret_in
@@ -268,7 +268,7 @@ def run_seed(timeout, gateway, plan):
                               SEED_KEEPER=SEED_KEEPER, PYTHONUNBUFFERED="1")
     rules = terrarium.policy(gateway_port=gateway.server.server_address[1])
     return terrarium.run_bounded(terrarium.python("seed.py"), env, lambda: timeout + gateway.waited(plan["token"]),
-                                 rules, watch=show_seed_progress)
+                                 rules, watch=show_seed_progress, start=zygote.start)
 
 
 def take(code, output, use, shown, start):

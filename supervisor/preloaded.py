@@ -1,48 +1,58 @@
-"""preloaded: the zygote, a process that has imported pytest and the gate's check program once and forks one child
-per candidate, which confines itself as a launch does and only then imports the candidate's code (zygote.py starts
-it and talks to it).
+"""preloaded: the zygote, a process that has imported pytest, the gate's check program and the standard modules the
+seed imports once and forks one child per run (a candidate's checks, or the seed's run), which confines itself as
+a launch does and only then reads the model's code (zygote.py starts it and talks to it).
 
     python -P preloaded.py CONTROL       # CONTROL: its end of a SOCK_SEQPACKET pair with the keeper
 
-It is started by exec, in START ("/"), with the environment the gate's child gets (never the keeper's: no key is in
-its memory) and -P: nothing of the model's is on its path or read while it starts. It loads sandbox.py and check.py
-by their paths beside it, imports pytest and every plugin pytest loads by default, freezes what it holds out of the
-garbage collector's reach (gc.freeze: no child copies it by collecting), tells the keeper the files whose change
-must restart it, and waits. For each request (the policy, the folder, check.py's arguments, and the descriptors:
-the output's write end, then the descriptors the check program is given, at the numbers the keeper had them) it
-forks a child that:
+It is started by exec, in START ("/"), with a run's environment without a run's settings (terrarium.clean_env():
+never the keeper's, no key and no run's token is in its memory) and -P: nothing of the model's is on its path or
+read while it starts. It loads sandbox.py and check.py by their paths beside it, imports pytest and every plugin
+pytest loads by default and SEEDS_IMPORTS, freezes what it holds out of the garbage collector's reach (gc.freeze:
+no child copies it by collecting), tells the keeper the files whose change must restart it, and waits. For each
+request (what to run: check.py's arguments, or a script as terrarium.python starts it; the policy, the folder, the
+run's environment, and the descriptors: the output's write end, then those the run is given, at the numbers the
+keeper had them) it forks a child that:
 - makes a session of its own (the keeper ends its group as it ends a launch's), puts the output on 1 and 2 and
   /dev/null on 0, moves the given descriptors to their numbers, and closes every other (the control socket too);
+- takes the run's environment as its own (and with PYTHONUNBUFFERED, unbuffered output, as -u gives);
 - runs sandbox.prepare: the rlimits, a new user, PID, mount, network, IPC, UTS and cgroup namespace of its own (the
-  run is PID 2 under an init of its own, in a /proc of its own), no_new_privs, Landlock, the working folder, and the
-  seccomp filter last; the same code, in the same order, as a launch before its exec;
-- then, confined, runs check.main in that process and ends with os._exit once the verdict is told (no interpreter
-  shutdown; the model's atexit hooks do not run).
+  run is PID 2 under an init of its own, in a /proc of its own; a relay outside to the gateway when the policy
+  names one), no_new_privs, Landlock, the working folder, and the seccomp filter last; the same code, in the same
+  order, as a launch before its exec;
+- then, confined, runs check.main, or the script as __main__ with the folder last on the module path, and ends
+  with os._exit: the check once the verdict is told (its atexit hooks do not run); the script as the interpreter
+  ends one (its threads waited for, its atexit hooks run, its output flushed) but for the modules' teardown.
 The zygote tells the keeper the child's PID, then its wait status, leaving it a zombie until the next request (so
 its PID and group cannot be reused while the keeper still may kill them); it never reads what the child wrote.
 What a child can reach of the zygote: no descriptor (closed), no PID (another PID namespace), no ptrace (seccomp),
-no signal (Landlock's scope, and the PID namespace). What the candidates of one zygote share: the zygote's memory as
-it was after start-up (the standard library, pytest and check.py, imported; the environment), so the hash seed
-(str and bytes hashes, set iteration order) is one per zygote, not one per candidate; nothing a candidate changes
-(modules, files it writes, processes) reaches the next, which is forked from the zygote again. When the keeper
-goes, its end of the socket closes: the zygote kills the candidate's group and ends.
+no signal (Landlock's scope, and the PID namespace). What the runs of one zygote share: the zygote's memory as it
+was after start-up (the standard library, pytest and check.py, imported), so the hash seed (str and bytes hashes,
+set iteration order) is one per zygote, not one per run; nothing a run changes (modules, files it writes,
+processes) reaches the next, which is forked from the zygote again. When the keeper goes, its end of the socket
+closes: the zygote kills the running child's group and ends.
 """
+import atexit
 import fcntl
 import gc
 import importlib
 import importlib.util
+import io
 import json
 import os
+import runpy
 import select
 import signal
 import socket
 import sys
 import tempfile
+import threading
 import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REQUEST_BYTES = 1 << 20  # the largest request read (a policy and check.py's arguments)
 MOST_FDS = 8            # descriptors a request may carry
+SEEDS_IMPORTS = ["json", "re", "pathlib", "urllib.request"]  # the standard modules the genesis seed imports (a
+# third of its launch was importing them); a script imports anything else itself
 
 
 def load(name):
@@ -61,6 +71,8 @@ def main(control):
     from _pytest.config import default_plugins
     for name in default_plugins:  # what pytest.main would import for each candidate
         importlib.import_module(f"_pytest.{name}")
+    for name in SEEDS_IMPORTS:
+        importlib.import_module(name)
     watched = [os.path.join(HERE, f"{name}.py") for name in ("sandbox", "check", "preloaded")]
     watched += [os.path.dirname(module.__file__) for module in (pytest, sys.modules["_pytest"], sys.modules["pluggy"])]
     channel.send(json.dumps({"watch": watched}).encode())
@@ -110,7 +122,8 @@ def status_of(pid):
 
 
 def candidate(channel, fds, request, sandbox, check):
-    """The forked child: descriptors set, confined as a launch is, then the check program; never returns."""
+    """The forked child: descriptors and environment set, confined as a launch is, then the check program or the
+    script; never returns."""
     code = 1
     try:
         os.setsid()
@@ -122,18 +135,42 @@ def candidate(channel, fds, request, sandbox, check):
                 os.close(fd)
             except OSError:
                 pass
+        os.environ.clear()  # the run's own, as a launch is given it (the zygote's holds no token of any run)
+        os.environ.update(request["env"])
+        if os.environ.get("PYTHONUNBUFFERED"):  # as -u makes them: every write reaches the keeper at once
+            sys.stdout, sys.stderr = (io.TextIOWrapper(io.FileIO(fd, "w", closefd=False), encoding=stream.encoding,
+                                                       errors=stream.errors, write_through=True)
+                                      for fd, stream in ((1, sys.stdout), (2, sys.stderr)))
         sandbox.prepare(request["policy"], request["folder"], [sys.executable])
         tempfile.tempdir = None  # TMPDIR is the run's now: found again
-        sys.argv = [os.path.join(HERE, "check.py"), *request["argv"]]
-        check.__spec__ = None  # the main module, as `python check.py` has it: multiprocessing's spawn and forkserver
-        sys.modules["__main__"] = check  # start their children from its path (preloaded.py is not the run's to read)
-        code = check.main(request["argv"])
-    except SystemExit as exited:  # as the interpreter ends on it
-        code = 0 if exited.code is None else exited.code if isinstance(exited.code, int) else 1
-    except BaseException:  # what the check program itself does not catch, as an uncaught error is told
+        if "script" in request:
+            code = script(*request["script"])
+        else:
+            sys.argv = [os.path.join(HERE, "check.py"), *request["check"]]
+            check.__spec__ = None  # the main module, as `python check.py` has it: multiprocessing's spawn and
+            sys.modules["__main__"] = check  # forkserver start their children from its path
+            code = check.main(request["check"])
+    except SystemExit as exited:  # as the interpreter ends on it: a code that is not a number is printed, and 1
+        code = exited.code or 0
+        if not isinstance(code, int):
+            print(code, file=sys.stderr)
+            code = 1
+    except BaseException:  # what the program itself does not catch, as an uncaught error is told
         traceback.print_exc()
     finally:
+        if "script" in request:  # what the interpreter's end does for a script but the modules' teardown
+            threading._shutdown()  # waits for its threads that are not daemons
+            atexit._run_exitfuncs()
         check.end(code)
+
+
+def script(folder, path, *args):
+    """Run the script at `path` as `python -P -c CODEBASE_LAST folder path args` does (terrarium.python): `folder`
+    last on the module path, the script as __main__; its exit code."""
+    sys.path.append(folder)
+    sys.argv = [path, *args]
+    runpy.run_path(path, run_name="__main__")
+    return 0
 
 
 def descriptors(fds, numbers):

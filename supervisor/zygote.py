@@ -1,23 +1,27 @@
-"""zygote: the gate's check program started from a preloaded process (preloaded.py) instead of a fresh interpreter.
+"""zygote: the gate's check program and the seed's run started from a preloaded process (preloaded.py) instead of
+a fresh interpreter.
 
     child = start(command, rules, cwd, env, pass_fds)   # as terrarium.launched: a Popen, or a Candidate like one
-    terrarium.run_bounded(command, env, timeout, rules, cwd=..., pass_fds=..., start=start)   # gate.run_checks
+    terrarium.run_bounded(command, env, timeout, rules, cwd=..., pass_fds=..., start=start)   # gate, iteration
 
 Every candidate's checks used to start two interpreters (the launcher, then `python -P check.py`) and import pytest
-again: about 400 ms of CPU of an iteration's 600. The zygote is an interpreter started by exec (never forked from
-the keeper, which has threads and the key in memory), in START, with the gate's child's environment, that has
-imported pytest and check.py once; it forks one child per candidate, which closes every descriptor but its own,
-confines itself with sandbox.prepare (the same namespaces, Landlock rules and seccomp filter as a launch, in the same
-order) and only then imports the candidate's code (see preloaded.py for what the candidates of one zygote share).
+again: about 400 ms of CPU of an iteration's 600; the seed's run two more, a third of them importing urllib's
+ssl. The zygote is an interpreter started by exec (never forked from the keeper, which has threads and the key in
+memory), in START, with a run's environment without a run's settings, that has imported pytest, check.py and the
+seed's standard modules once; it forks one child per run, which closes every descriptor but its own, takes the
+run's environment, confines itself with sandbox.prepare (the same namespaces, relay, Landlock rules and seccomp
+filter as a launch, in the same order) and only then reads the model's code (see preloaded.py for what the runs of
+one zygote share).
 
 It is used where a launch would make namespaces of its own (rules["isolate"]: Linux with user namespaces) and the
-command is check.py's, with no gateway to relay; everywhere else (macOS, where sandbox-exec needs an exec; a kernel
-without user namespaces; SEED_ZYGOTE=0) the launch by exec is used, unchanged. It is started on first use and
-started again when it died, when the environment asked is not its own, when sandbox.py, check.py, preloaded.py or
-pytest's installed files changed on disk (their times, sizes and inodes, looked at before each candidate), and after
-SEED_ZYGOTE candidates. A zygote that does not start or answer is told on stderr once, and the launch is used.
-The keeper ends it as it exits (so the CPU time of its candidates is counted in the keeper's children's), and
-sandbox.end_descendants leaves it (sandbox.KEPT): each candidate ends with its own PID namespace.
+command is check.py's or a script's as terrarium.python starts it (what_runs); everywhere else (macOS, where
+sandbox-exec needs an exec; a kernel without user namespaces; SEED_ZYGOTE=0) the launch by exec is used,
+unchanged. It is started on first use and started again when it died, when the base environment is not its own,
+when sandbox.py, check.py, preloaded.py or pytest's installed files changed on disk (their times, sizes and inodes,
+looked at before each run), and after SEED_ZYGOTE runs. A zygote that does not start or answer is told on stderr
+once, and the launch is used. The keeper ends it as it exits (so the CPU time of its runs is counted in the
+keeper's children's), and sandbox.end_descendants leaves it (sandbox.KEPT): each run ends with its own PID
+namespace.
 """
 import atexit
 import json
@@ -31,7 +35,7 @@ from pathlib import Path
 
 from . import sandbox
 from .settings import ZYGOTE
-from .terrarium import launched
+from .terrarium import CODEBASE_LAST, clean_env, launched
 
 PRELOADED = Path(__file__).with_name("preloaded.py")
 CHECK = Path(__file__).with_name("check.py")
@@ -72,10 +76,11 @@ class Zygote:
         return self.process.poll() is None and env == self.env and self.served < ZYGOTE and \
             stamps(self.watched) == self.stamps
 
-    def fork(self, argv, rules, cwd, pass_fds):
-        """A Candidate: check.py's `argv`, confined by `rules`, in `cwd`, given pass_fds at their numbers."""
+    def fork(self, run, rules, cwd, env, pass_fds):
+        """A Candidate: `run` (what_runs of its command), confined by `rules`, in `cwd`, with the environment `env`,
+        given pass_fds at their numbers."""
         out, write_end = os.pipe()
-        request = json.dumps({"policy": rules, "folder": os.fspath(cwd), "argv": argv, "fds": list(pass_fds)})
+        request = json.dumps({**run, "policy": rules, "folder": os.fspath(cwd), "env": env, "fds": list(pass_fds)})
         try:
             socket.send_fds(self.channel, [request.encode()], [write_end, *pass_fds])
         finally:
@@ -142,34 +147,45 @@ def stamps(paths):
 
 
 def start(command, rules, cwd, env, pass_fds=()):
-    """The run of `command`: forked by the zygote when it is check.py's and the run would have namespaces of its own
-    and no gateway; else (or when the zygote fails) started by exec as ever (terrarium.launched)."""
+    """The run of `command`: forked by the zygote when it is check.py's or a script's as terrarium.python starts it
+    and the run would have namespaces of its own; else (or when the zygote fails) started by exec as ever
+    (terrarium.launched)."""
     global current
-    if not usable(command, rules):
+    run = what_runs(command)
+    if not usable(run, rules, env):
         return launched(command, rules, cwd, env, pass_fds)
     try:
-        if current is not None and not current.fresh(env):
+        if current is not None and not current.fresh(clean_env()):
             current.close()
             current = None
         if current is None:
-            current = Zygote(env)
-        return current.fork(command[3:], rules, cwd, pass_fds)
+            current = Zygote(clean_env())
+        return current.fork(run, rules, cwd, env, pass_fds)
     except (OSError, ValueError) as error:
         if current is not None:
             current.close()
             current = None
         if not refused:
             refused.append(str(error))
-            print(f"the gate's preloaded process cannot be used ({error}): each check starts its own interpreter",
+            print(f"the preloaded process cannot be used ({error}): each run starts its own interpreters",
                   file=sys.stderr)
         return launched(command, rules, cwd, env, pass_fds)
 
 
-def usable(command, rules):
-    """Whether a candidate may be forked by the zygote rather than launched."""
-    return ZYGOTE > 0 and not refused and sys.platform.startswith("linux") and rules["isolate"] and \
-        not rules["connect"] and command[:3] == [sys.executable, "-P", str(CHECK)] and \
-        len(json.dumps(command)) + len(json.dumps(rules)) < REQUEST_BYTES // 2
+def what_runs(command):
+    """What the zygote's child is to run for `command`: {"check": check.py's arguments}, {"script": [the folder put
+    last on the module path, the script, its arguments]}, or None when the zygote does not run it."""
+    if command[:3] == [sys.executable, "-P", str(CHECK)]:
+        return {"check": command[3:]}
+    if command[:4] == [sys.executable, "-P", "-c", CODEBASE_LAST] and len(command) >= 6:
+        return {"script": command[4:]}
+    return None
+
+
+def usable(run, rules, env):
+    """Whether a run may be forked by the zygote rather than launched."""
+    return ZYGOTE > 0 and not refused and sys.platform.startswith("linux") and rules["isolate"] and run is not None \
+        and len(json.dumps([run, rules, env])) < REQUEST_BYTES // 2
 
 
 @atexit.register

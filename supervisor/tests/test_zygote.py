@@ -226,3 +226,76 @@ def test_without_namespaces_each_check_is_launched_by_exec(workspace, tmp_path):
                     SEED_NAMESPACES="0")
     assert [result["zygote"] for result in results] == [None, None]
     assert results[0]["failure"] is None and results[1]["failure"] == "tests failed"
+
+
+SCRIPT_DRIVER = r'''import json, os, sys
+sys.path.insert(0, sys.argv[1])
+from supervisor import terrarium, zygote
+
+for name, text in json.load(open(sys.argv[2])).items():
+    terrarium.WORK.mkdir(parents=True, exist_ok=True)
+    terrarium.SCRATCH.mkdir(parents=True, exist_ok=True)
+    (terrarium.WORK / name).write_text(text)
+    env = terrarium.clean_env(GEMINI_API_KEY="the-run-token", PYTHONUNBUFFERED="1")
+    code, output = terrarium.run_bounded(terrarium.python(name, "an argument"), env, 60,
+                                         terrarium.policy(gateway_port=int(sys.argv[3])), start=zygote.start)
+    print(json.dumps({"code": code, "output": output, "zygote": zygote.current and zygote.current.process.pid}))
+'''
+SCRIPT_PROBE = r'''import atexit, errno, json, os, socket, sys, threading, time
+
+
+def attempt(action):
+    try:
+        action()
+        return "allowed"
+    except OSError as error:
+        return errno.errorcode[error.errno]
+
+
+seen = {
+    "env": attempt(lambda: open(os.path.join("ROOT", ".env")).read()),
+    "gateway": attempt(lambda: socket.create_connection(("127.0.0.1", GATEWAY), timeout=5).close()),
+    "other loopback": attempt(lambda: socket.create_connection(("127.0.0.1", OTHER), timeout=2).close()),
+    "token": os.environ.get("GEMINI_API_KEY"), "keys": sorted(os.environ), "pid": os.getpid(),
+    "status": [line.split()[1] for line in open("/proc/self/status") if line.startswith(("Seccomp:", "NoNewPrivs:"))],
+    "main": __name__, "argv": sys.argv, "last on the path": sys.path[-1], "cwd": os.getcwd(),
+}
+print("PROBE" + json.dumps(seen))
+atexit.register(lambda: print("AT EXIT"))
+threading.Thread(target=lambda: (time.sleep(0.3), print("THREAD"))).start()
+sys.exit("told on stderr")
+'''
+UNFLUSHED = "print('EARLY')\nimport os\nos._exit(3)\n"
+
+
+def test_a_script_forked_by_the_zygote_runs_as_a_launched_one_confined_with_its_own_environment(workspace, tmp_path,
+                                                                                               host_server):
+    """The seed's launch: a script as terrarium.python starts it, with the gateway to reach through the relay."""
+    (workspace / ".env").write_text("GEMINI_API_KEY=secret\n")
+    other = socket.create_server(("127.0.0.1", 0))
+    probe = SCRIPT_PROBE.replace("ROOT", str(workspace)).replace("GATEWAY", str(host_server))
+    probe = probe.replace("OTHER", str(other.getsockname()[1]))
+    (tmp_path / "driver.py").write_text(SCRIPT_DRIVER)
+    (tmp_path / "scripts.json").write_text(json.dumps({"probe.py": probe, "unflushed.py": UNFLUSHED}))
+    results = {}
+    for zygote in ("5", "0"):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SEED_")}
+        done = subprocess.run([sys.executable, str(tmp_path / "driver.py"), str(workspace), str(tmp_path / "scripts.json"),
+                               str(host_server)], cwd=workspace, env={**env, "SEED_ZYGOTE": zygote},
+                              capture_output=True, text=True, timeout=240)
+        assert done.returncode == 0, done.stderr
+        results[zygote] = [json.loads(line) for line in done.stdout.splitlines()]
+    other.close()
+    (forked, forked_unflushed), (launched, launched_unflushed) = results["5"], results["0"]
+    assert forked["zygote"] and forked["zygote"] == forked_unflushed["zygote"] and launched["zygote"] is None
+    seen = probed(forked)
+    assert seen == probed(launched)
+    assert seen["env"] == "EACCES" and seen["gateway"] == "allowed" and seen["other loopback"] == "EACCES"
+    assert seen["token"] == "the-run-token" and seen["pid"] == 2 and seen["status"] == ["1", "2"]
+    assert seen["main"] == "__main__" and seen["argv"] == ["probe.py", "an argument"]
+    assert seen["last on the path"] == seen["cwd"] == str(workspace / ".seed" / "work")
+    for result in (forked, launched):  # its threads waited for, then its exit hooks; the text it exited with
+        assert result["code"] == 1 and result["output"].index("THREAD") < result["output"].index("AT EXIT")
+        assert "told on stderr" in result["output"]
+    for result in (forked_unflushed, launched_unflushed):  # PYTHONUNBUFFERED: each line is the keeper's at once
+        assert result["code"] == 3 and result["output"] == "EARLY\n"
