@@ -68,7 +68,6 @@ def reaching(targets, importers):
     return found
 
 
-@lru_cache(maxsize=16384)  # objects never change: a file is parsed once for as long as it is in the codebase
 @lru_cache(maxsize=512)  # objects never change: read once, so every reader sees the tree the compile check saw
 def tree_of(sha):
     """A stored module's tree, or None when it does not parse, for any reason (not Python, or nested deeper than
@@ -80,6 +79,7 @@ def tree_of(sha):
         return None
 
 
+@lru_cache(maxsize=16384)  # objects never change: a file is read once for as long as it is in the codebase
 def read_module(sha, rel):
     """(the dotted names a file imports, relative ones made absolute; the dotted names its strings spell; the names
     it calls; whether it reaches past what can be read: sys.path, __builtins__, a file that does not parse)."""

@@ -154,7 +154,7 @@ LANDING_BYTES = number("SEED_LANDING_MB", 32, 1) << 20  # new bytes one run may 
 PROCESSES = number("SEED_PROCESSES", 300, 16)  # processes a run may have at once; more fail to start
 SHM_BYTES = number("SEED_SHM_MB", 64, 1) << 20   # what a run may keep in /dev/shm (its own, where namespaces work)
 NAMESPACES = number("SEED_NAMESPACES", 1, 0) > 0  # 0: no namespaces of its own for a run, even where they work
-ZYGOTE = number("SEED_ZYGOTE", 50, 0)  # runs (checks, the seed's) one preloaded process serves before a new one; 0:
+ZYGOTE = number("SEED_ZYGOTE", 200, 0)  # runs (checks, the seed's) one preloaded process serves before a new one; 0:
 # each run starts its own interpreters (zygote.py)
 KEEP_LAST = number("BACKUPS_KEEP", 100, 1)  # snapshots kept besides genesis, one a day, known good
 KEEP_GOOD = max(3, KEEP_LAST // 10)     # the newest known-good snapshots always kept: the walk-back's steps

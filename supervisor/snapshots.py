@@ -137,7 +137,11 @@ def load_index():
 
 
 def save_index(index):
-    write_atomically(INDEX, json.dumps(index, indent=1))
+    """Write index.json a snapshot a line, each by json's C encoder (indent= takes its pure-Python one, which came to
+    most of the keeper's own time in an iteration once the snapshots added up)."""
+    rest = json.dumps({key: value for key, value in index.items() if key != "snapshots"})[1:-1]
+    snapshots = ",\n".join(json.dumps(entry) for entry in index.get("snapshots", []))
+    write_atomically(INDEX, f'{{{rest}{", " if rest else ""}"snapshots": [\n{snapshots}\n]}}\n')
 
 
 def object_path(sha):

@@ -432,10 +432,11 @@ def launched(command, rules, cwd, env, pass_fds):
 
 def wait_within(child, limit):
     """The child's exit code, or None once it has run longer than limit() seconds. Where the kernel gives a process
-    a descriptor (Linux 5.3+), its end wakes the wait at once (Popen.wait polls, up to 50 ms late each time)."""
+    a descriptor (Linux 5.3+), its end wakes the wait at once (Popen.wait polls, up to 50 ms late each time); a
+    zygote's child is waited for on the zygote's word of its end (its wait)."""
     start = time.monotonic()
     try:
-        exited = os.pidfd_open(child.pid)
+        exited = os.pidfd_open(child.pid) if isinstance(child, subprocess.Popen) else None
     except (AttributeError, OSError):  # macOS, an older kernel, a child already reaped
         exited = None
     try:
