@@ -127,6 +127,11 @@ class Candidate:
         except (OSError, ValueError):
             self.returncode = -signal.SIGKILL
 
+    def contained(self):
+        """Whether nothing it started can be left once it ended: all ran in its PID namespace, which ends with its
+        init, or below the zygote (its relay ends with it), as long as the zygote lives to hold them."""
+        return self.zygote.process.poll() is None
+
     def kill(self):
         try:
             os.killpg(self.pid, signal.SIGKILL)
