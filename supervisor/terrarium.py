@@ -28,6 +28,7 @@ import sys
 import threading
 import time
 from collections import deque
+from functools import lru_cache
 
 from . import blame, sandbox, snapshots as snap, untrusted
 from .console import say
@@ -372,7 +373,7 @@ def around_the_folder(path):
     """`path` if it does not hold the person's folder (ROOT); else what lies beside the way down to ROOT (and
     inside ROOT, its own Python packages if it is a virtual environment), never ROOT itself: its .env and
     backups/ are not the model's to read."""
-    path, root = os.path.realpath(path), os.path.realpath(ROOT)
+    path, root = os.path.realpath(path), real_root()
     if root != path and not root.startswith(path.rstrip(os.sep) + os.sep):
         return [path]
     if root == path:
@@ -544,7 +545,13 @@ def run_path():
     return os.pathsep.join(dict.fromkeys(folders))
 
 
+@lru_cache(maxsize=1)
+def real_root():
+    """The person's folder, its links resolved: the folders above it are the person's, never the model's."""
+    return os.path.realpath(ROOT)
+
+
 def outside_the_folder(path):
     """Whether `path` is absolute and neither the person's folder nor inside it (where the model's code lands)."""
-    real, root = os.path.realpath(path), os.path.realpath(ROOT)
+    real, root = os.path.realpath(path), real_root()
     return os.path.isabs(path) and real != root and not real.startswith(root + os.sep)
