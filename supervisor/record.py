@@ -327,13 +327,19 @@ def delta(base, data):
     old, new = PIECE.split(base), PIECE.split(data)
     if max(len(old), len(new)) > PIECES_MOST:
         return json.dumps([len(data)]).encode() + b"\0" + data
-    ops, inserted = [], []
-    for tag, i1, i2, j1, j2 in SequenceMatcher(None, old, new).get_opcodes():
+    head = tail = 0  # the pieces both begin and end with, copied without difflib (most of a prompt: its time)
+    while head < min(len(old), len(new)) and old[head] == new[head]:
+        head += 1
+    while tail < min(len(old), len(new)) - head and old[-1 - tail] == new[-1 - tail]:
+        tail += 1
+    ops, inserted = [[0, head]] if head else [], []
+    for tag, i1, i2, j1, j2 in SequenceMatcher(None, old[head:len(old) - tail], new[head:len(new) - tail]).get_opcodes():
         if tag == "equal":
-            ops.append([i1, i2])
+            ops.append([head + i1, head + i2])
         elif j2 > j1:
-            inserted.append(b"".join(new[j1:j2]))
+            inserted.append(b"".join(new[head + j1:head + j2]))
             ops.append(len(inserted[-1]))
+    ops += [[len(old) - tail, len(old)]] if tail else []
     return json.dumps(ops, separators=(",", ":")).encode() + b"\0" + b"".join(inserted)
 
 

@@ -418,3 +418,17 @@ def test_a_log_heading_with_a_number_past_any_iteration_is_not_taken_for_one(wor
     done = run_fallback(workspace, env, "--iterations", "1")
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     assert re.findall(r"^## Iteration (\d+) ", (workspace / "iteration_log.md").read_text(), re.M)[-1] == "1"
+
+
+def test_each_prompt_kept_as_a_change_from_the_one_before_comes_back_byte_for_byte():
+    """pack/unpack with diff, over prompts edited at random (lines added, cut, changed, at the start, middle and
+    end; empty ones; a line break JSON-escaped): what is read back is what was written."""
+    rnd = random.Random(7)
+    lines = [f"line {n}\n".encode() for n in range(40)] + [b"", b"x", b'"a\\nb"\\n', "é\n".encode()]
+    for _ in range(2000):
+        base = b"".join(rnd.choice(lines) for _ in range(rnd.randint(0, 30)))
+        data = bytearray(base)
+        for _ in range(rnd.randint(0, 4)):
+            at = rnd.choice([0, len(data), rnd.randint(0, len(data))])
+            data[at:at + rnd.randint(0, 20)] = rnd.choice(lines)
+        assert record.unpack(record.pack(bytes(data), base, diff=True), base) == bytes(data)
