@@ -28,8 +28,10 @@ What a child can reach of the zygote: no descriptor (closed), no PID (another PI
 no signal (Landlock's scope, and the PID namespace). What the runs of one zygote share: the zygote's memory as it
 was after start-up (the standard library, pytest and check.py, imported), so the hash seed (str and bytes hashes,
 set iteration order) is one per zygote, not one per run; nothing a run changes (modules, files it writes,
-processes) reaches the next, which is forked from the zygote again. When the keeper goes, its end of the socket
-closes: the zygote kills the running child's group and ends.
+processes) reaches the next, which is forked from the zygote again. The seed's request carries its run's token into
+the zygote's memory, where a later run could find it: it stops working as its run ends (gateway.close_run), before
+any later run is forked, and the gate's runs have no way to the gateway. When the keeper goes, its end of the
+socket closes: the zygote kills the running child's group and ends.
 """
 import atexit
 import fcntl
