@@ -23,7 +23,10 @@ keeper had them) it forks a child that:
   with os._exit: the check once the verdict is told (its atexit hooks do not run); the script as the interpreter
   ends one (its threads waited for, its atexit hooks run, its output flushed) but for the modules' teardown.
 The zygote tells the keeper the child's PID, then its wait status, leaving it a zombie until the next request (so
-its PID and group cannot be reused while the keeper still may kill them); it never reads what the child wrote.
+its PID and group cannot be reused while the keeper still may kill them); it never reads what the child wrote. It is
+the subreaper of what a child leaves outside its namespaces (its relay, its init once it is killed: SIGKILLed as the
+child ends), and reaps them at the next request and before it ends, so the keeper, which does not look for them
+after a zygote's run, is left no zombie. A run's SystemExit ends it with the code the interpreter gives (exit_code).
 What a child can reach of the zygote: no descriptor (closed), no PID (another PID namespace), no ptrace (seccomp),
 no signal (Landlock's scope, and the PID namespace). What the runs of one zygote share: the zygote's memory as it
 was after start-up (the standard library, pytest and check.py, imported), so the hash seed (str and bytes hashes,
@@ -34,6 +37,7 @@ any later run is forked, and the gate's runs have no way to the gateway. When th
 socket closes: the zygote kills the running child's group and ends.
 """
 import atexit
+import contextlib
 import fcntl
 import gc
 import importlib
@@ -78,7 +82,8 @@ def main(control):
     watched = [os.path.join(HERE, f"{name}.py") for name in ("sandbox", "check", "preloaded")]
     watched += [os.path.dirname(module.__file__) for module in (pytest, sys.modules["_pytest"], sys.modules["pluggy"])]
     channel.send(json.dumps({"watch": watched}).encode())
-    gc.collect()
+    sandbox.become_subreaper()  # what a child leaves outside its namespaces (its relay; its init, once it is killed)
+    gc.collect()                # is the zygote's to reap, never the keeper's, which no longer looks for it
     gc.freeze()
     last = None
     while True:
@@ -86,7 +91,11 @@ def main(control):
         if last:
             os.waitpid(last, 0)  # the previous candidate's zombie, kept until now
             last = None
-        if not data:
+        sandbox.reap()  # and what it left that has ended since (no candidate runs now)
+        if not data:  # the keeper is done: what the last run left (killed as it ended) is reaped before the zygote ends
+            with contextlib.suppress(ChildProcessError):
+                while True:
+                    os.wait()
             return
         request = json.loads(data)
         pid = os.fork()
@@ -152,11 +161,8 @@ def candidate(channel, fds, request, sandbox, check):
             check.__spec__ = None  # the main module, as `python check.py` has it: multiprocessing's spawn and
             sys.modules["__main__"] = check  # forkserver start their children from its path
             code = check.main(request["check"])
-    except SystemExit as exited:  # as the interpreter ends on it: a code that is not a number is printed, and 1
-        code = exited.code or 0
-        if not isinstance(code, int):
-            print(code, file=sys.stderr)
-            code = 1
+    except SystemExit as exited:
+        code = exit_code(exited.code)
     except BaseException:  # what the program itself does not catch, as an uncaught error is told
         traceback.print_exc()
     finally:
@@ -164,6 +170,18 @@ def candidate(channel, fds, request, sandbox, check):
             threading._shutdown()  # waits for its threads that are not daemons
             atexit._run_exitfuncs()
         check.end(code)
+
+
+def exit_code(value):
+    """The code the interpreter ends with on SystemExit(value): None is 0; a number is its own, as a C long has it
+    (-1 beyond one), never what a subclass of int makes of it; anything else is printed, and 1."""
+    if value is None:
+        return 0
+    if isinstance(value, int):
+        number = int.__index__(value)
+        return number if -(1 << 63) <= number < 1 << 63 else -1
+    print(value, file=sys.stderr)
+    return 1
 
 
 def script(folder, path, *args):

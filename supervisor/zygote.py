@@ -129,7 +129,8 @@ class Candidate:
 
     def contained(self):
         """Whether nothing it started can be left once it ended: all ran in its PID namespace, which ends with its
-        init, or below the zygote (its relay ends with it), as long as the zygote lives to hold them."""
+        init, or below the zygote (its relay and init, killed as it ends, are the zygote's to reap), as long as the
+        zygote lives to hold them."""
         return self.zygote.process.poll() is None
 
     def kill(self):
