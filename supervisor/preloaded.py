@@ -31,11 +31,12 @@ What a child can reach of the zygote: no descriptor (closed), no PID (another PI
 no signal (Landlock's scope, and the PID namespace). What the runs of one zygote share: the zygote's memory as it
 was after start-up (the standard library, pytest and check.py, imported), so the hash seed (str and bytes hashes,
 set iteration order) is one per zygote, not one per run; nothing a run changes (modules, files it writes,
-processes) reaches the next, which is forked from the zygote again. The seed's request carries its run's token into
-the zygote's memory, where a later run could find it: it stops working as its run ends (gateway.close_run), before
-any later run is forked, and the gate's runs have no way to the gateway. When the keeper goes, its end of the
-socket closes: the zygote kills the running child's group and ends.
+processes) reaches the next, which is forked from the zygote again. A request (the seed's carries its run's token)
+is read into a buffer the zygote clears once the child has it, and only the child parses it: no later run finds an
+earlier run's token in the memory it is forked with. When the keeper goes, its end of the socket closes: the zygote
+kills the running child's group and ends.
 """
+import array
 import atexit
 import contextlib
 import fcntl
@@ -85,27 +86,38 @@ def main(control):
     sandbox.become_subreaper()  # what a child leaves outside its namespaces (its relay; its init, once it is killed)
     gc.collect()                # is the zygote's to reap, never the keeper's, which no longer looks for it
     gc.freeze()
-    last = None
-    while True:
-        data, fds, _, _ = socket.recv_fds(channel, REQUEST_BYTES, MOST_FDS)
+    last, request = None, bytearray(REQUEST_BYTES)  # read into, and cleared once the child has it: the zygote parses
+    while True:                                       # no request, and keeps no run's token for a later run to find
+        size, fds = receive(channel, request)
         if last:
             os.waitpid(last, 0)  # the previous candidate's zombie, kept until now
             last = None
         sandbox.reap()  # and what it left that has ended since (no candidate runs now)
-        if not data:  # the keeper is done: what the last run left (killed as it ended) is reaped before the zygote ends
+        if not size:  # the keeper is done: what the last run left (killed as it ended) is reaped before the zygote ends
             with contextlib.suppress(ChildProcessError):
                 while True:
                     os.wait()
             return
-        request = json.loads(data)
         pid = os.fork()
         if pid == 0:
-            candidate(channel, fds, request, sandbox, check)
+            candidate(channel, fds, request[:size], sandbox, check)
+        request[:size] = bytes(size)
         for fd in fds:
             os.close(fd)
         channel.send(f"started {pid}".encode())
         channel.send(f"ended {pid} {wait(pid, channel)}".encode())
         last = pid
+
+
+def receive(channel, buffer):
+    """Read the next request into `buffer` (as socket.recv_fds, but into memory the zygote clears): its size, and the
+    descriptors it carries."""
+    fds = array.array("i")
+    size, ancillary, _, _ = channel.recvmsg_into([buffer], socket.CMSG_LEN(MOST_FDS * fds.itemsize))
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(data[:len(data) - len(data) % fds.itemsize])
+    return size, list(fds)
 
 
 def wait(pid, channel):
@@ -132,11 +144,12 @@ def status_of(pid):
     return info.si_status & 0x7F  # killed or dumped: the signal's number
 
 
-def candidate(channel, fds, request, sandbox, check):
+def candidate(channel, fds, data, sandbox, check):
     """The forked child: descriptors and environment set, confined as a launch is, then the check program or the
     script; never returns."""
-    code = 1
+    code, request = 1, {}
     try:
+        request = json.loads(data)
         os.setsid()
         channel.detach()
         keep = descriptors(fds, request["fds"])

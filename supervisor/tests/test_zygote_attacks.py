@@ -2,7 +2,8 @@
 own run_bounded as iteration.run_seed starts it, under the zygote and launched by exec (SEED_ZYGOTE=0), and each the
 check that the two end alike: a run leaves the keeper no process, not even a zombie (the relay and the namespace's
 init are reparented below the zygote, the keeper no longer looks for them); a run that ends on sys.exit with an odd
-value ends with the code the interpreter gives (not 0 for 0.0, '' or [], not what a subclass of int makes of it)."""
+value ends with the code the interpreter gives (not 0 for 0.0, '' or [], not what a subclass of int makes of it); a
+run that reads every byte of its own memory finds no earlier run's token (the zygote's copy of a request cleared)."""
 import json
 import os
 import subprocess
@@ -38,12 +39,12 @@ def states(pids):
     return found
 
 
-for number, (name, text, seconds) in enumerate(json.load(open(sys.argv[2]))):
+for number, (name, text, seconds, *args) in enumerate(json.load(open(sys.argv[2]))):
     terrarium.WORK.mkdir(parents=True, exist_ok=True)
     terrarium.empty_scratch()
     (terrarium.WORK / name).write_text(text)
     env = terrarium.clean_env(GEMINI_API_KEY=f"the-token-of-run-{number}", PYTHONUNBUFFERED="1")
-    code, output = terrarium.run_bounded(terrarium.python(name), env, seconds,
+    code, output = terrarium.run_bounded(terrarium.python(name, *args), env, seconds,
                                          terrarium.policy(gateway_port=gateway.getsockname()[1]), start=zygote.start)
     held = zygote.current and zygote.current.process.pid
     print(json.dumps({"code": code, "output": output, "zygote": held,
@@ -53,7 +54,7 @@ for number, (name, text, seconds) in enumerate(json.load(open(sys.argv[2]))):
 
 
 def runs(workspace, tmp_path, steps):
-    """Each step ([script's name, text, seconds]) run as the seed is, under the zygote and launched: {"5": results,
+    """Each step ([script's name, text, seconds, its arguments...]) run as the seed is, under the zygote and launched: {"5": results,
     "0": results}, each {"code", "output", "zygote", "left": the states of the keeper's processes left outside the
     zygote, "below the zygote": the states of those below it}."""
     (tmp_path / "driver.py").write_text(DRIVER)
@@ -101,3 +102,31 @@ def test_a_forked_run_ending_on_sys_exit_ends_with_the_code_a_launched_one_does(
     for zygote in ("5", "0"):
         assert [result["code"] for result in results[zygote]] == [1, 1, 1, 255, 3, 0, 7]
         assert [result["output"] for result in results[zygote][:3]] == ["0.0\n", "\n", "[]\n"]
+
+
+SCAN = r"""import os, re
+found = set()
+with open("/proc/self/maps") as maps, open("/proc/self/mem", "rb", buffering=0) as memory:
+    for line in maps:
+        span, rights = line.split()[:2]
+        low, high = (int(end, 16) for end in span.split("-"))
+        if rights.startswith("r"):
+            try:
+                memory.seek(low)
+                found.update(re.findall(rb"the-token-of-run-[0-9]+", memory.read(high - low)))
+            except (OSError, OverflowError, ValueError):
+                pass
+print("TOKENS", sorted(token.decode() for token in found))
+"""
+
+
+def test_a_forked_run_finds_no_earlier_runs_token_in_its_memory(workspace, tmp_path):
+    """The attack: read every readable byte of the run's own memory, forked from the zygote's, for a token. The
+    zygote parsed each request itself and freed it: a later run of another request's size (a long argument) found
+    the earlier run's token where the zygote's heap had held it."""
+    steps = [["seed.py", "print('the first')\n", 30], ["scan.py", SCAN, 30], ["scan.py", SCAN, 30, "long" * 800]]
+    results = runs(workspace, tmp_path, steps)
+    for zygote in ("5", "0"):
+        told = [next(line for line in result["output"].splitlines() if line.startswith("TOKENS"))
+                for result in results[zygote][1:]]
+        assert told == ["TOKENS ['the-token-of-run-1']", "TOKENS ['the-token-of-run-2']"]
