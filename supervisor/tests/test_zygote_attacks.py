@@ -1,7 +1,7 @@
 """Attacks on the seed's run forked by the preloaded process (zygote.py, preloaded.py), each run through the keeper's
 own run_bounded as iteration.run_seed starts it, under the zygote and launched by exec (SEED_ZYGOTE=0), and each the
 check that the two end alike: a run leaves the keeper no process, not even a zombie (the relay and the namespace's
-init are reparented below the zygote, the keeper no longer looks for them); a run that ends on sys.exit with an odd
+init are the zygote's to reap: the keeper no longer looks for them); a run that ends on sys.exit with an odd
 value ends with the code the interpreter gives (not 0 for 0.0, '' or [], not what a subclass of int makes of it); a
 run that reads every byte of its own memory finds no earlier run's token (the zygote's copy of a request cleared)."""
 import json
@@ -54,9 +54,9 @@ for number, (name, text, seconds, *args) in enumerate(json.load(open(sys.argv[2]
 
 
 def runs(workspace, tmp_path, steps):
-    """Each step ([script's name, text, seconds, its arguments...]) run as the seed is, under the zygote and launched: {"5": results,
-    "0": results}, each {"code", "output", "zygote", "left": the states of the keeper's processes left outside the
-    zygote, "below the zygote": the states of those below it}."""
+    """Each step ([script's name, text, seconds, its arguments...]) run as the seed is, under the zygote and launched:
+    {"5": results, "0": results}, each {"code", "output", "zygote", "left": the states of the keeper's processes left
+    outside the zygote, "below the zygote": the states of those below it}."""
     (tmp_path / "driver.py").write_text(DRIVER)
     (tmp_path / "steps.json").write_text(json.dumps(steps))
     env = {k: v for k, v in os.environ.items() if not k.startswith("SEED_")}
