@@ -20,6 +20,9 @@ REPO = Path(__file__).resolve().parents[2]  # the project: supervisor/tests/ is 
 # Started as a background job of a script (`bash .ci/run &`), this process would ignore SIGINT, and so would every
 # supervisor a test starts (an ignored signal stays ignored across exec): the tests of Ctrl+C could not stop them.
 signal.signal(signal.SIGINT, signal.default_int_handler)
+# Runs without namespaces of their own share the machine's /dev/shm, and each keeper takes away what this user made
+# there during its run (sandbox.clear_shm): two at once would take each other's. Their tests run one at a time.
+WITHOUT_NAMESPACES = pytest.mark.xdist_group("runs-without-namespaces")
 KEY = "AIzaSyTEST" + uuid.uuid4().hex[:29]  # made per session, so no file holds it unless it leaked
 TEST_MODELS = ["gemini-3.5-flash", "gemini-2.5-flash-lite", "gemma-refuses-json"]  # unpaced, no daily limit
 PRODUCT_FILES = ["fallback.py", ".env.example", "supervisor/demo.json", "supervisor/tests/conftest.py",

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import fake_gemini as api
-from conftest import KEY, REPO, load_keeper
+from conftest import KEY, REPO, WITHOUT_NAMESPACES, load_keeper
 from test_fallback import outcomes, run_fallback, wait_for
 
 FAILING_TEST = ("tests/test_calc.py", "from calc import add\n\n\ndef test_add():\n    assert add(2, 2) == 4\n")
@@ -419,6 +419,7 @@ def test_a_tree_deeper_than_python_recurses_is_wiped_and_the_next_start_is_clean
     assert again.returncode == 0 and "Traceback" not in again.stderr
 
 
+@WITHOUT_NAMESPACES
 def test_a_run_that_moved_away_is_ended_at_the_next_start_after_the_keeper_was_killed(keyed, env, gemini, outside):
     env["SEED_NAMESPACES"] = "0"  # the fallback: no PID namespace to end it with
     (keyed / "seed.py").write_text(seed_that("os.chdir('/')\nimport time\ntime.sleep(60)"))

@@ -18,13 +18,14 @@ from pathlib import Path
 import pytest
 
 import fake_gemini as api
-from conftest import load_keeper, run_seed
+from conftest import WITHOUT_NAMESPACES, load_keeper, run_seed
 from test_fallback import evolved_seed, outcomes, run_fallback, wait_for
 
 sandbox = load_keeper("sandbox")
 ISOLATED, HOW = sandbox.isolation()
 needs_namespaces = pytest.mark.skipif(not ISOLATED, reason=f"this machine gives a run no namespaces: {HOW}")
-both_ways = pytest.mark.parametrize("namespaces", [pytest.param("1", marks=needs_namespaces), "0"])
+both_ways = pytest.mark.parametrize("namespaces", [pytest.param("1", marks=needs_namespaces),
+                                                   pytest.param("0", marks=WITHOUT_NAMESPACES)])
 DAEMON = """import os, sys
 
 

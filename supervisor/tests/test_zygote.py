@@ -13,7 +13,7 @@ import threading
 
 import pytest
 
-from conftest import load_keeper
+from conftest import WITHOUT_NAMESPACES, load_keeper
 
 sandbox = load_keeper("sandbox")
 pytestmark = pytest.mark.skipif(not sandbox.isolation()[0], reason="the zygote needs namespaces of the run's own")
@@ -221,6 +221,7 @@ def test_a_candidate_out_of_time_is_ended_with_what_it_started_and_the_next_is_j
     assert results[1]["failure"] is None and results[1]["zygote"] == results[0]["zygote"]
 
 
+@WITHOUT_NAMESPACES
 def test_without_namespaces_each_check_is_launched_by_exec(workspace, tmp_path):
     results = drive(workspace, [CALC, dict(CALC, **{"calc.py": "def add(a, b):\n    return a - b\n"})], tmp_path,
                     SEED_NAMESPACES="0")
