@@ -14,7 +14,8 @@ VERSION line) and its test, so every iteration lands and the gate runs pytest ov
 `python fallback.py --delay 0 --iterations N` runs there twice, each time a process of its own: a warm-up (the
 first snapshot stores every file, the working copy is made), then the timed run. Meanwhile its children are
 watched in /proc every 5 ms (when each seed run and each gate child is first seen, and when it is gone), and
-the fake notes when each chat request arrives. Prints, per size: iterations, landed, wall time and iterations
+the fake notes when each chat request arrives (a run the preloaded process forked is its child, told apart by the
+folder it stands in once confined). Prints, per size: iterations, landed, wall time and iterations
 per hour; the median iteration as the log has it ("; X.X s"); the median cycle (a seed run's start to the
 next's) split into the seed run (and its part until its request reached the fake), the gate child, and the
 keeper's own work in its process. Last, that no request reached anything but the fake (a trap listens at
@@ -178,15 +179,20 @@ class Watcher:
 
     def watch(self):
         while not self.done.is_set():
-            now, pids = time.monotonic(), children_of(self.pid)
-            for pid in pids - self.live.keys():
-                self.live[pid] = [kind_of(pid), now, None]
+            now, kinds = time.monotonic(), {}
+            for pid in children_of(self.pid):
+                if kind_of(pid) == "zygote":  # its children: the runs it forked (an ended one is kept unreaped)
+                    kinds.update(dict.fromkeys(filter(running, children_of(pid)), forked_kind))
+                else:
+                    kinds[pid] = kind_of
+            for pid in kinds.keys() - self.live.keys():
+                self.live[pid] = [kinds[pid](pid), now, None]
                 self.runs.append(self.live[pid])
-            for pid in self.live.keys() - pids:
+            for pid in self.live.keys() - kinds.keys():
                 self.live.pop(pid)[2] = now
-            for pid in pids:  # a child seen between fork and exec shows its parent's command line
+            for pid in kinds:  # a child seen between fork and exec (or confinement) is not yet told apart
                 if self.live[pid][0] == "other":
-                    self.live[pid][0] = kind_of(pid)
+                    self.live[pid][0] = kinds[pid](pid)
             time.sleep(POLL)
 
     def stop(self):
@@ -202,14 +208,39 @@ def children_of(pid):
         return set()
 
 
+def running(pid):
+    """Whether the process runs still (neither gone nor a zombie)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def kind_of(pid):
     """A child's kind: "seed" for a seed run, "gate" for the gate's child (its launcher holds the same arguments),
-    else "other"."""
+    "zygote" for the preloaded process, else "other"."""
     try:
         args = Path(f"/proc/{pid}/cmdline").read_bytes().decode("utf-8", "replace").split("\0")
     except OSError:
         return "other"
+    if any(arg.endswith("preloaded.py") for arg in args):
+        return "zygote"
     return "seed" if "seed.py" in args else "gate" if "--" in args and "fallback.py" not in args else "other"
+
+
+def forked_kind(pid):
+    """A run the zygote forked (it holds the zygote's arguments): "seed" or "gate" by the folder its confined process
+    stands in (the working copy, or the gate's copy), or "other" while it is not yet confined."""
+    folders, queue = set(), [pid]
+    while queue:
+        process = queue.pop()
+        queue += children_of(process)
+        try:
+            folders.add(os.readlink(f"/proc/{process}/cwd"))
+        except OSError:
+            pass
+    return "seed" if any(f.endswith("/.seed/work") for f in folders) else \
+        "gate" if any(f.endswith("/.seed/judged") for f in folders) else "other"
 
 
 # --- running the keeper -------------------------------------------------------------------------------
