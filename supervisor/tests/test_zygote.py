@@ -49,15 +49,17 @@ for step in json.load(open(sys.argv[2])):
 '''
 CALC = {"calc.py": "def add(a, b):\n    return a + b\n",
         "tests/test_calc.py": "from calc import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n"}
-PROBE = r'''import errno, json, os, socket, sys
-
-
+ATTEMPT = r'''
 def attempt(action):
     try:
         action()
         return "allowed"
     except OSError as error:
         return errno.errorcode[error.errno]
+'''
+PROBE = r'''import errno, json, os, socket, sys
+
+''' + ATTEMPT + r'''
 
 
 def links():
@@ -244,13 +246,7 @@ for name, text in json.load(open(sys.argv[2])).items():
 '''
 SCRIPT_PROBE = r'''import atexit, errno, json, os, socket, sys, threading, time
 
-
-def attempt(action):
-    try:
-        action()
-        return "allowed"
-    except OSError as error:
-        return errno.errorcode[error.errno]
+''' + ATTEMPT + r'''
 
 
 seen = {
