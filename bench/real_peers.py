@@ -276,7 +276,8 @@ def print_table(results):
         table = summary(runs)
         for n in range(len(runs)):
             print(f"{system:<7} {n + 1:<7}" + "".join(f"{table[name][n]:>15}" for name in names))
-        print(f"{system:<7} {'median':<7}" + "".join(f"{median(table[name]):>15}" for name in names))
+        medians = [median(table[name]) for name in names]
+        print(f"{system:<7} {'median':<7}" + "".join(f"{'-' if m is None else f'{m:.4g}':>15}" for m in medians))
     for system, runs in results.items():
         failures = sum((facts["failures"] for facts, _ in runs), collections.Counter())
         print(f"\n{system}: characteristic failures over {len(runs)} run(s)")
