@@ -179,10 +179,12 @@ def candidate(channel, fds, data, sandbox, check):
     except BaseException:  # what the program itself does not catch, as an uncaught error is told
         traceback.print_exc()
     finally:
-        if "script" in request:  # what the interpreter's end does for a script but the modules' teardown
-            threading._shutdown()  # waits for its threads that are not daemons
-            atexit._run_exitfuncs()
-        check.end(code)
+        try:
+            if "script" in request:  # what the interpreter's end does for a script but the modules' teardown
+                threading._shutdown()  # waits for its threads that are not daemons
+                atexit._run_exitfuncs()
+        finally:  # whatever the script made of those: the child never returns into the zygote's loop
+            check.end(code)
 
 
 def exit_code(value):

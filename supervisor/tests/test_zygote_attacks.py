@@ -130,3 +130,16 @@ def test_a_forked_run_finds_no_earlier_runs_token_in_its_memory(workspace, tmp_p
         told = [next(line for line in result["output"].splitlines() if line.startswith("TOKENS"))
                 for result in results[zygote][1:]]
         assert told == ["TOKENS ['the-token-of-run-1']", "TOKENS ['the-token-of-run-2']"]
+
+
+UNDONE_END = "import threading\nthreading._shutdown = lambda: 1 / 0\nprint('ran', flush=True)\n"
+
+
+def test_a_forked_run_that_breaks_the_interpreters_end_still_ends_there(workspace, tmp_path):
+    """The attack: a script that replaces what the end of a script calls (threading._shutdown) with one that raises.
+    The error escaped the child's last step into the zygote's own loop, in the child: the run must end where it is,
+    without the zygote's code running on in it (its path in the traceback)."""
+    results = runs(workspace, tmp_path, [["undone.py", UNDONE_END, 30]])
+    forked = results["5"][0]
+    assert forked["code"] is not None and forked["output"].startswith("ran\n")
+    assert "preloaded.py" not in forked["output"]
