@@ -328,12 +328,14 @@ def delta(base, data):
     if max(len(old), len(new)) > PIECES_MOST:
         return json.dumps([len(data)]).encode() + b"\0" + data
     head = tail = 0  # the pieces both begin and end with, copied without difflib (most of a prompt: its time)
-    while head < min(len(old), len(new)) and old[head] == new[head]:
+    shorter = min(len(old), len(new))
+    while head < shorter and old[head] == new[head]:
         head += 1
-    while tail < min(len(old), len(new)) - head and old[-1 - tail] == new[-1 - tail]:
+    while tail < shorter - head and old[-1 - tail] == new[-1 - tail]:
         tail += 1
     ops, inserted = [[0, head]] if head else [], []
-    for tag, i1, i2, j1, j2 in SequenceMatcher(None, old[head:len(old) - tail], new[head:len(new) - tail]).get_opcodes():
+    middle = SequenceMatcher(None, old[head:len(old) - tail], new[head:len(new) - tail])
+    for tag, i1, i2, j1, j2 in middle.get_opcodes():
         if tag == "equal":
             ops.append([head + i1, head + i2])
         elif j2 > j1:

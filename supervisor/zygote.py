@@ -161,11 +161,12 @@ def start(command, rules, cwd, env, pass_fds=()):
     if not usable(run, rules, env):
         return launched(command, rules, cwd, env, pass_fds)
     try:
-        if current is not None and not current.fresh(clean_env()):
+        base = clean_env()  # the zygote's own: a run's environment without a run's settings
+        if current is not None and not current.fresh(base):
             current.close()
             current = None
         if current is None:
-            current = Zygote(clean_env())
+            current = Zygote(base)
         return current.fork(run, rules, cwd, env, pass_fds)
     except (OSError, ValueError) as error:
         if current is not None:
