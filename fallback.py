@@ -89,21 +89,24 @@ SPEC = importlib.util.spec_from_file_location("supervisor", ROOT / "supervisor" 
                                               submodule_search_locations=[str(ROOT / "supervisor")])
 sys.modules["supervisor"] = importlib.util.module_from_spec(SPEC)  # by its path: no other "supervisor" stands in
 SPEC.loader.exec_module(sys.modules["supervisor"])
+from supervisor import envfile  # noqa: E402
+
+envfile.load(ROOT / ".env")  # before the settings are read from the environment: a value in .env counts everywhere
 
 from supervisor import backends, cli, journal, record as book, snapshots as snap, terrarium  # noqa: E402
 from supervisor.console import (count, local_time, report, say, show_iteration, show_phase,  # noqa: E402
                                 start_status_line, summary)
-from supervisor.iteration import Memory, Outcome, Result, note_dry_spell, run_iteration  # noqa: E402
+from supervisor.iteration import Memory, note_dry_spell, run_iteration  # noqa: E402
+from supervisor.kinds import Outcome, Result  # noqa: E402
 from supervisor.recovery import recover, write_iteration  # noqa: E402
 from supervisor.settings import (BACKOFF, BACKUPS, EX_CONFIG, FAULT_PAUSE, LOCK, LOG, PROMPT_TOKENS,  # noqa: E402
                                  REQUESTS_PER_RUN, SANDBOX_REQUIRED, SETTLING, WORK, stamp, utc_now)
 
-CONFINEMENT = terrarium.confinement()  # what this machine can confine the model's code with, said once and in every log
 PAGE_EVERY = 5.0  # seconds: report.html is drawn at least this often while iterations follow each other at once
 
 
 # --- the loop ---------------------------------------------------------------------------------
-def supervise(args, index, gateway):
+def supervise(args, index, gateway, confinement):
     """Run iterations until --iterations is reached; the exit code."""
     totals, done, recorded, grown_from = Counter(), 0, 0, snap.codebase_size()
     memory = Memory.kept(index)
@@ -114,7 +117,7 @@ def supervise(args, index, gateway):
         while args.iterations == 0 or done < args.iterations:
             index["iteration"] += 1
             show_iteration(index["iteration"])
-            result, row = iterate(index, args, memory, gateway, totals)
+            result, row = iterate(index, args, memory, gateway, totals, confinement)
             if row:  # else nothing ran: no iteration to number, log or report
                 report(row, result.headline(local_time), totals)
             done, recorded = done + 1, recorded + bool(row)  # a wait before asking counts toward --iterations
@@ -138,7 +141,7 @@ def supervise(args, index, gateway):
         say(summary(recorded, totals, grown_from, snap.codebase_size()))
 
 
-def iterate(index, args, memory, gateway, totals):
+def iterate(index, args, memory, gateway, totals, confinement):
     """One iteration, recorded: (its Result, its row), or (the Result, None) when nothing could be asked. A row Ctrl+C
     ended is written here, and counted in `totals`."""
     number, began, started = index["iteration"], time.monotonic(), stamp(utc_now())
@@ -147,7 +150,7 @@ def iterate(index, args, memory, gateway, totals):
         if memory.cut_short:  # what the last iteration could not write is finished first (at a start, main did)
             recover(index)
             memory.cut_short = False
-        result = run_iteration(number, index, args.timeout, memory, gateway, CONFINEMENT.text)
+        result = run_iteration(number, index, args.timeout, memory, gateway, confinement.text)
     except OSError as error:  # a full disk, a file size limit: wait, then finish what was cut short
         freed = terrarium.free_space() if error.errno == errno.ENOSPC else ""  # a run may have filled it
         again = memory.full == str(error)  # the same as the last iteration: waits twice as long, one section in all
@@ -290,9 +293,10 @@ def main(argv=None):
     if not (ROOT / "seed.py").is_file():
         return cli.config_error(f"there is no seed.py in {ROOT}: restore it with  python fallback.py --reset  "
                                 "or  git checkout seed.py")
-    if SANDBOX_REQUIRED and not CONFINEMENT.confined:
+    confinement = terrarium.confinement()  # what this machine can confine the model's code with: in every log
+    if SANDBOX_REQUIRED and not confinement.confined:
         return cli.config_error(f"SEED_SANDBOX=require, and this machine cannot confine the model's code: "
-                                f"{CONFINEMENT.text}")
+                                f"{confinement.text}")
     try:
         gateway = open_gateway()
     except ValueError as error:  # a setting the gateway cannot work with, said in one line
@@ -305,9 +309,9 @@ def main(argv=None):
         say(f"cannot write this start into the record ({error}): {cli.what_to_free(error)}")
     say(f"growing {ROOT} ({'forever' if args.iterations == 0 else f'{args.iterations} iteration(s)'}); "
         f"Ctrl+C stops. Progress: {LOG.name}")
-    say(f"the model's code runs in {WORK.relative_to(ROOT)}/, confined: {CONFINEMENT.text}")
+    say(f"the model's code runs in {WORK.relative_to(ROOT)}/, confined: {confinement.text}")
     try:
-        return supervise(args, index, gateway)
+        return supervise(args, index, gateway, confinement)
     finally:
         gateway.close()
 

@@ -84,8 +84,8 @@ def load_keeper(root):
                                                   submodule_search_locations=[str(root / "supervisor")])
     sys.modules[name] = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(sys.modules[name])
-    parts = ("settings", "snapshots", "terrarium", "gate", "source", "journal", "record", "sandbox", "iteration",
-             "scrub")
+    parts = ("settings", "snapshots", "terrarium", "gate", "source", "journal", "record", "sandbox", "kinds",
+             "scrub", "check")
     return SimpleNamespace(**{part: importlib.import_module(f"{name}.{part}") for part in parts})
 
 
@@ -167,9 +167,9 @@ class Ours(Phases):
             landed = {rel: sha for rel, sha in {**snap.files_of(self.start), **plan}.items() if sha}
             self.time("snapshot after landing (known files)", snap.snapshot, self.index, "landed", i,
                       self.k.settings.ROOT, landed)
-        it = self.k.iteration
-        result = it.Result(it.Outcome.ROLLED_BACK, "tests failed", failure=self.k.gate.Failure.TESTS, changes=changes) \
-            if rolls_back(i) else it.Result(it.Outcome.LANDED, f"{len(changes)} file(s) changed", changes=changes)
+        kinds = self.k.kinds
+        result = kinds.Result(kinds.Outcome.ROLLED_BACK, "tests failed", failure=kinds.Failure.TESTS, changes=changes) \
+            if rolls_back(i) else kinds.Result(kinds.Outcome.LANDED, f"{len(changes)} file(s) changed", changes=changes)
         self.time("record and log", self.keep, self.k.record.row_of(self.numbered + i + 1, result, 1.0), i)
 
     def read_tests(self):
@@ -213,7 +213,7 @@ class Ours(Phases):
         confined, unconfined = [], []
         for _ in range(GATE_RUNS):
             confined.append(timed(gate.run_checks, self.files, False)[1])
-            unconfined.append(gate.listen(lambda facts, token: run_ms(
+            unconfined.append(self.k.check.listen(lambda facts, token: run_ms(
                 judged, [str(facts) if a == "FACTS" else str(token) if a == "TOKEN" else a for a in plain],
                 terrarium.clean_env(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1"), pass_fds=(facts, token)))[1])
         return {"gate's child, confined (run_checks)": median(confined),

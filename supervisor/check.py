@@ -18,7 +18,9 @@ import json
 import os
 import sys
 import tempfile
+import threading
 import types
+from typing import NamedTuple
 
 CONFTEST_HOOKS = frozenset({"pytest_addoption", "pytest_assertrepr_compare"})  # a model's conftest.py may implement
 # these of pytest's hooks, undecorated: they add options and explain a failed assert, and change nothing collected,
@@ -29,6 +31,7 @@ TYPES = {"imported": bool, "collected": list, "test": str, "when": str, "outcome
 IMPORT_FAILED = 97
 HERE = "keeper-here-"  # how the folders each test runs in are named, in the run's temporary folder
 PYTEST_OWN = ("_pytest", "pytest", "pluggy")  # the packages whose code is pytest's own
+FACTS_BYTES = 8 << 20  # the most of the plugin's report read (about 80,000 tests)
 
 
 def main(argv):
@@ -96,6 +99,32 @@ def token_pipe():
     os.write(write_end, token)
     os.close(write_end)
     return token, read_end
+
+
+class Heard(NamedTuple):
+    facts: list  # what the child's plugin told, signed with the token
+    foreign: int  # how many other lines came on its pipe
+
+
+def listen(run):
+    """Run `run(fd, token_fd)` with the write end of a pipe and a descriptor holding the token its lines must carry:
+    (Heard, what run returned). A channel of the keeper's own: a child's output is not read for a verdict."""
+    token, token_end = token_pipe()
+    read_end, write_end = os.pipe()
+    lines = []
+
+    def drain():
+        with os.fdopen(read_end, "rb") as pipe:
+            lines.extend(pipe.read(FACTS_BYTES).splitlines())
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        result = run(write_end, token_end)
+    finally:
+        os.close(write_end)
+        os.close(token_end)
+    reader.join(5)
+    return Heard(*signed(lines, token)), result
 
 
 def signed(lines, token):

@@ -18,7 +18,8 @@ import sys
 from pathlib import Path
 
 from . import terrarium
-from .gate import Failure, listen
+from .check import listen
+from .kinds import Failure
 from .settings import JUDGED, PROBLEMS, ROOT, number
 
 EVALUATOR = ROOT / "evaluate.py"

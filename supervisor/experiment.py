@@ -26,9 +26,8 @@ from pathlib import Path
 from . import record, replay as served
 from .scrub import redact
 from .journal import LOG_HEAD, section_of
-from .settings import EX_CONFIG, KEEPER, LOG, ROOT, STEERING, write_atomically
+from .settings import EX_CONFIG, KEEPER, LOG, LOG_SHOWN, ROOT, STEERING, write_atomically
 from .snapshots import Reader, fork_store
-from .terrarium import LOG_SHOWN
 from .untrusted import Untrusted
 
 VOLATILE = re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d(?::\d\d(?:\.\d+)?)?|\b\d+\.\d+ ?s\b|(?<= at )0x[0-9a-f]{6,}\b")

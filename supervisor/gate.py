@@ -35,16 +35,14 @@ import os
 import re
 import sys
 import sysconfig
-import threading
-from dataclasses import dataclass, replace
-from enum import Enum
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
-from typing import NamedTuple
 
 from . import blame, selection, source, zygote
-from .check import signed, token_pipe, unlink_folders
+from .check import listen, unlink_folders
 from .console import show_phase
+from .kinds import Failure, Verdict
 from .settings import CONTRACT, GATE_TIMEOUT, JUDGED, PARALLEL_FROM, ROOT, SCRATCH, write_atomically
 from .snapshots import object_path
 from .terrarium import clean_env, judged_copy, policy, run_bounded
@@ -60,40 +58,6 @@ TAKEN_RULE = ("A module of the codebase may not take the name of a module of the
               "stand in for the real one. Give it a name of its own (notes_json.py, not json.py).")
 SEEDS_CONTRACT = "seed.py's contract"  # the contract's path as the model is told it (the file is the keeper's)
 SEED_BROKEN = "seed.py breaks its docstring's rules"  # what a failure of the contract says first
-FACTS_BYTES = 8 << 20  # the most of the plugin's report read (about 80,000 tests)
-
-
-class Failure(str, Enum):
-    """What a gate can fail on (the start of the reason the log and the task give)."""
-    COMPILE = "does not compile"
-    IMPORT = "import check failed"
-    IMPORT_TIMEOUT = "import check timed out"
-    TESTS = "tests failed"
-    TESTS_TIMEOUT = "tests timed out"
-    TESTS_UNREPORTED = "tests did not report"
-    TESTS_REMOVED = "tests removed"
-    TESTS_EMPTY = "a new test file tests nothing"  # a placeholder: it passes, and it checks nothing
-    TAKEN = "a module takes a name Python has"  # json.py, signal.py, requests/: it would stand in for the real one
-    TAMPERED = "tampered"  # the code reached for the gate, the ratchet or the score instead of passing them
-    UNTRUSTED = "the run left what the keeper does not take"
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """A gate's judgement: `failure` None when the candidate passes, else its kind, what it found (`detail`) and the
-    output that shows it; the model's tests passing per test file (test functions, or None when none is known);
-    which ran (EVERY_TEST, or how many of the test files; None when none ran); the tests that failed (pytest's ids)."""
-    failure: Failure | None = None
-    detail: str = ""
-    output: str = ""
-    passing: dict | None = None
-    tests_ran: str | None = None
-    failed: tuple = ()
-
-    @property
-    def why(self):
-        """The failure as people read it: its kind, then what it says."""
-        return f"{self.failure.value}: {self.detail}" if self.detail else self.failure.value
 
 
 def gate(changes, files, before=None, full=False):
@@ -314,32 +278,6 @@ def count_passing(outcomes, collected, tests, files):
         if path in passing and all(passed):
             passing[path] += 1
     return passing
-
-
-class Heard(NamedTuple):
-    facts: list  # what the child's plugin told, signed with the token
-    foreign: int  # how many other lines came on its pipe
-
-
-def listen(run):
-    """Run `run(fd, token_fd)` with the write end of a pipe and a descriptor holding the token its lines must carry:
-    (Heard, what run returned). A channel of the keeper's own: a child's output is not read for a verdict."""
-    token, token_end = token_pipe()
-    read_end, write_end = os.pipe()
-    lines = []
-
-    def drain():
-        with os.fdopen(read_end, "rb") as pipe:
-            lines.extend(pipe.read(FACTS_BYTES).splitlines())
-    reader = threading.Thread(target=drain, daemon=True)
-    reader.start()
-    try:
-        result = run(write_end, token_end)
-    finally:
-        os.close(write_end)
-        os.close(token_end)
-    reader.join(5)
-    return Heard(*signed(lines, token)), result
 
 
 def seed_and_its_modules(files):

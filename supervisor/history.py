@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import record
-from .iteration import Outcome
+from .kinds import Outcome
 from .journal import facts_of
 from .snapshots import Reader
 from .scrub import redact

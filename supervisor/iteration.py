@@ -1,4 +1,4 @@
-"""iteration: what one iteration comes to, as values (an Outcome, a Result), and the one policy that decides it.
+"""iteration: the one policy that decides what an iteration comes to (a kinds.Result), and the loop's memory.
 
     result = run_iteration(number, index, timeout, memory, gateway)   # ask, run the seed, judge, land or not
 
@@ -21,14 +21,13 @@ import signal
 import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
-from enum import Enum
 
 from . import blame, evaluate, gate, journal, snapshots as snap, terrarium, zygote
 from .answers import CHARS_PER_TOKEN
 from .console import say, show_phase
 from .scrub import redact, secret_in
-from .gate import Failure, Verdict
 from .gateway import SAME_FILES
+from .kinds import Failure, Outcome, Result, RunFailure, ScoreFailure
 from .settings import (DRY_SPELL, EX_CONFIG, EX_UNAVAILABLE, FAULT_PAUSE, FULL_GATE_EVERY, NOT_YOURS, SETTLING,
                        SUSPICION, UNDER_WAY, load_json, save_json, write_atomically)
 from .untrusted import Untrusted
@@ -36,73 +35,11 @@ from .untrusted import Untrusted
 SEED_KEEPER = " ".join(NOT_YOURS)  # not the seed's to write, besides any name that starts with "."
 
 
-class Outcome(Enum):
-    """What an iteration came to; its row keeps the value, and every view renders from it."""
-    LANDED = "landed"
-    NO_CHANGE = "no change"
-    ROLLED_BACK = "rolled back"
-    TAMPERED = "tampered"  # a detected attempt to forge the gate's verdict, the ratchet or the score: never landed
-    WAITING = "waiting"
-    STOPPED = "stopped"
-    OTHER = "other"  # a section of a log from before the record whose heading names no outcome it knows
-
-
-class RunFailure(str, Enum):
-    """What a run of the seed can fail on by its own doing (the gate's failures are gate.Failure)."""
-    TIMED_OUT = "seed.py timed out and was killed with its children"
-    KILLED = "seed.py was killed"
-    CRASHED = "seed.py crashed"
-    STALLED = "seed.py exited 0 without asking the model or changing anything (a stall)"
-    REFUSED = "the gateway refused seed.py's request"
-    UNTRUSTED = "the run left what the keeper does not take"
-
-
-class ScoreFailure(str, Enum):
-    """What the person's score can fail a change on (only under SEED_RATCHET=score)."""
-    FELL = "score fell"
-    BROKEN = "evaluate.py failed on this change, and not at the last known-good state"
-
-
 SPACING = "its files differ from the codebase's only in blank lines and spaces (at line ends in Python, at the end in others)"
 SHAPES = {RunFailure.KILLED: "{} by {}", RunFailure.CRASHED: "{} ({})", ScoreFailure.FELL: "{} from {}"}
 # how a failure and what it says read together (else "kind: what it says")
 RECHECKED = {Failure.IMPORT, Failure.IMPORT_TIMEOUT, Failure.TESTS, Failure.TESTS_TIMEOUT, Failure.TESTS_UNREPORTED}
 # the gate's failures that the state a change started from can show too: then the cause is outside the code
-
-
-@dataclass
-class Result:
-    """What one iteration came to: the loop reads it, the record writes it once, the views render that row."""
-    outcome: Outcome
-    summary: str = ""              # what the headline says after the outcome: the failure, why nothing changed
-    reason: str = ""               # why, in one line, with what to do about it where there is something to do
-    until: datetime | None = None  # when the wait an iteration ended with is over
-    failure: Enum | None = None    # the failure (a gate.Failure or a RunFailure) rolled back, or waited out
-    output: str = ""               # the output that shows it
-    start: str | None = None       # the snapshot the run started from
-    after: str | None = None       # the snapshot a landing made
-    restored: str | None = None    # the snapshot the folder went back to
-    kept: str | None = None        # the snapshot keeping a failed change
-    stuck: bool = False            # no known-good state is left to walk back to
-    said: dict = field(default_factory=dict)  # what the seed said it did, with the gateway's account of the run
-    changes: list = field(default_factory=list)  # [(path, kind, lines added, lines removed)] of the candidate
-    landed: int = 0                # files a landing wrote
-    not_landed: list = field(default_factory=list)  # the keeper's paths the run wrote, never landed
-    outside: list = field(default_factory=list)     # paths not landed: a link out of the folder, or a folder, there
-    refusals: list = field(default_factory=list)    # what the system refused the run (confinement at work)
-    verdict: Verdict | None = None
-    score: dict | None = None      # what evaluate.py gave: {"score": n, other names: n}
-    gate_seconds: float | None = None
-    stalled: str = ""              # the dry spell, when it is said
-    confinement: str = ""
-    waste: str | None = None       # why the model's answer was spent for nothing, for the ledger
-    asked: bool = True             # False: the model was not asked and nothing ran (no iteration to record)
-    budget: int | None = None      # the prompt budget the seed was given (a replay gives it the same)
-
-    def headline(self, moment=lambda until: f"{until:%Y-%m-%d %H:%M} UTC"):
-        """The outcome as people read it: its kind, until when (as `moment` writes a time), then what it says."""
-        until = f" until {moment(self.until)}" if self.until and self.outcome is Outcome.WAITING else ""
-        return f"{self.outcome.value}{until}{': ' + self.summary if self.summary else ''}"
 
 
 @dataclass

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 from .console import describe_changes
 from .scrub import printable, redact
-from .source import NAME_ERROR
 from .settings import (JUDGED, LOG, LOG_BYTES, LOGS_ASIDE, LOGS_KEPT, MAX_FAILURE_TASKS, ROOT, TASK_LINES, TASKS, WORK,
                        stamp, tail_of, utc_now, write_atomically)
 from .settings import source_of  # --goal FILE: the goal.md a run is given
@@ -37,6 +36,7 @@ def failure_mark(kind, output):
     return hashlib.sha256(f"{re.sub(r'[0-9]+', 'N', kind)}|{place}|{error}".encode()).hexdigest()[:8]
 
 
+NAME_ERROR = re.compile(r"^(E\s+)?NameError: name '(\w+)' is not defined$", re.M)  # as pytest and Python say it
 FOREIGN_FRAME = re.compile(r'\s*File "/|/\S+:\d+: in ')  # a traceback's frame in code outside the codebase
 
 

@@ -10,9 +10,9 @@ anything or writes anything.
 import os
 import re
 
-from . import journal
+from . import envfile, journal
 from .answers import CHARS_PER_TOKEN
-from .settings import BACKUPS, PROBLEMS, PROMPT_TOKENS, ROOT, STEERING, source_of
+from .settings import BACKUPS, PROBLEMS, PROMPT_TOKENS, ROOT, STEERING, source_of, unknown_settings
 
 MOST_TERSE = 3  # words a goal says besides its headings, at the least: "Grow a calculator."
 
@@ -21,8 +21,9 @@ def check_setup(need_key=True, writes=True):
     """The first thing a user must fix, as one line, or None."""
     if os.name != "posix":
         return "fallback.py needs Linux or macOS (on Windows, run it inside WSL)"
-    if PROBLEMS:
-        return PROBLEMS[0] + (f" ({len(PROBLEMS) - 1} more after this one)" if len(PROBLEMS) > 1 else "")
+    problems = [*envfile.PROBLEMS, *unknown_settings(os.environ, envfile.WRITTEN), *PROBLEMS]
+    if problems:
+        return problems[0] + (f" ({len(problems) - 1} more after this one)" if len(problems) > 1 else "")
     if need_key and not os.environ.get("GEMINI_API_KEY", "").strip() and not os.environ.get("OPENAI_BASE_URL"):
         dotenv = (ROOT / ".env").read_text("utf-8", "replace") if (ROOT / ".env").is_file() else ""
         if re.search(r"^[ \t]*(export[ \t]+)?GEMINI_API_KEY[ \t]*=[ \t]*\S", dotenv, re.M):

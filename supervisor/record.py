@@ -31,13 +31,12 @@ from difflib import SequenceMatcher
 from urllib.request import pathname2url
 
 from . import tallies
-from .iteration import Outcome
+from .kinds import Outcome
 from .journal import logs_set_aside, telling_lines
 from .ledger import UNREACHED, pacific, reached
 from .scrub import redact
-from .settings import (LOG, LOGS_ASIDE, QUOTA, ROOT, STEERING, TEST_SUPPORT, USAGE, read_stamp, source_of,
+from .settings import (LOG, LOG_SHOWN, LOGS_ASIDE, QUOTA, ROOT, STEERING, TEST_SUPPORT, USAGE, read_stamp, source_of,
                        stamp, tail_of, utc_now)
-from .terrarium import LOG_SHOWN
 
 NAME = "record.sqlite"
 CHAIN = 50            # prompts stored as deltas one after the other before one is stored whole again

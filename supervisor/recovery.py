@@ -11,7 +11,7 @@ iteration cut short before its row): every request that may have reached a model
 """
 from . import journal, record as book, snapshots as snap, terrarium
 from .console import say
-from .iteration import Outcome, Result
+from .kinds import Outcome, Result
 from .ledger import Books
 from .settings import LOG, ROOT, SETTLING, UNDER_WAY, USAGE, load_json
 

@@ -17,14 +17,13 @@ and the keys the keeper holds (GEMINI_API_KEY, OPENAI_API_KEY) wherever they com
 MIN_SECRET characters is not one: it would match everywhere.
 """
 import base64
-import functools
 import html
-import io
 import json
 import os
 import re
 from urllib.parse import quote
 
+from . import envfile
 from .outcomes import stopping
 from .settings import KEY_SHAPES, ROOT, SECRET_NAMES
 
@@ -41,24 +40,11 @@ def secrets():
         stamp = dotenv.stat().st_mtime_ns, dotenv.stat().st_size
     except OSError:
         stamp = None
-    written = {name: value for name, value in read_dotenv(stamp).items() if is_secret(name)}
+    written = {name: value for name, value in envfile.values(dotenv, stamp).items() if is_secret(name)}
     named = set(written) | set(KEYS) | set(SECRET_NAMES)
     pairs = {(name, (value or "").strip()) for name, value in written.items()}
     pairs |= {(name, os.environ[name].strip()) for name in named if name in os.environ}
     return sorted(((name, value) for name, value in pairs if len(value) >= MIN_SECRET), key=lambda p: (-len(p[1]), p))
-
-
-@functools.lru_cache(maxsize=4)
-def read_dotenv(stamp):
-    """.env's settings as written, as the file was at `stamp` ({} when there is none): python-dotenv's parser, the
-    lines it cannot read left out (settings.py says them, once)."""
-    from dotenv.parser import parse_stream  # checked installed by fallback.py before any part is imported
-    try:
-        text = (ROOT / ".env").read_bytes().decode("utf-8-sig") if stamp else ""
-    except (OSError, UnicodeDecodeError):
-        return {}
-    return {binding.key: binding.value for binding in parse_stream(io.StringIO(text)) if binding.key and
-            binding.value is not None and not binding.error}
 
 
 def is_secret(name):

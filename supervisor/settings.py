@@ -1,12 +1,11 @@
 """settings: the workspace's paths and the keeper's limits, in one place, and how its files are written.
 
-Every part of the keeper imports this; it imports none of them. Settings come from the environment, after
-the workspace's .env is read (real environment variables win), so a value in .env counts everywhere.
+Every part of the keeper imports this; it imports none of them. Settings come from the environment as it is when
+this is imported: fallback.py puts the workspace's .env in it first (envfile.load; real environment variables win),
+so a value in .env counts everywhere. Importing this reads no file.
 """
 import difflib
-import io
 import json
-import logging
 import os
 import re
 import secrets
@@ -14,50 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent  # the workspace: the folder holding fallback.py
-PROBLEMS = []  # settings that cannot be used, each as one line saying what to fix: fallback.py stops on the first
-
-
-def read_dotenv(path):
-    """Put .env's settings in the environment (real environment variables win). Written by a person, with any
-    editor: a byte-order mark is fine; a file that is not UTF-8 text, or a line that is not NAME=value, is a
-    problem said in one line (python-dotenv's own warnings are not shown), never raised."""
-    from dotenv import load_dotenv  # fallback.py checks that it is installed before importing this
-    from dotenv.parser import parse_stream
-    try:
-        text = path.read_bytes().decode("utf-8-sig")
-    except FileNotFoundError:
-        return
-    except (OSError, UnicodeDecodeError) as error:
-        why = getattr(error, "strerror", None) or "not UTF-8 text"
-        PROBLEMS.append(f"cannot read .env ({why}): save it as UTF-8 text, one NAME=value a line")
-        return
-    PROBLEMS.extend(unreadable_lines(text))
-    WRITTEN.update(binding.key for binding in parse_stream(io.StringIO(text)) if binding.key)
-    quiet = logging.getLogger("dotenv.main")
-    quiet.disabled, was = True, quiet.disabled  # each line it cannot parse is said above, with its number
-    try:
-        load_dotenv(stream=io.StringIO(text))
-    finally:
-        quiet.disabled = was
-
-
-def unreadable_lines(text):
-    """A line of .env for each statement python-dotenv cannot read, or that a quote left open runs past its line
-    (it would swallow the lines after it); the setting's name is shown, never its value (it may be a key)."""
-    from dotenv.parser import parse_stream
-    problems = []
-    for binding in parse_stream(io.StringIO(text)):
-        lines = binding.original.string.rstrip("\n").split("\n")
-        blank = next((n for n, line in enumerate(lines) if line.strip()), 0)  # blank lines it starts with
-        first, more = lines[blank], lines[blank + 1:]
-        if binding.error or more or (binding.key and binding.value is None):
-            name = re.match(r"\s*(?:export\s+)?([A-Za-z_][\w.]*)\s*=\s*(['\"])?", first)
-            where = f".env line {binding.original.line + blank}" + (f" ({name[1]}=…)" if name else "")
-            problems.append(f"{where} cannot be read: its quote is not closed on that line; write it on one line as "
-                            "NAME=value" if name and name[2] else f"{where} cannot be read: write it as NAME=value "
-                            "(or start it with # to keep it as a comment)")
-    return problems
-
+PROBLEMS = []  # settings that cannot be used, each as one line saying what to fix (preflight.py says the first)
 
 KNOWN = {  # every setting the keeper reads (a test holds this list to the code), each in docs/settings.md
     "GEMINI_API_KEY", "GEMINI_MODEL", "GEMINI_LIMITS", "GEMINI_API_BASE", "OPENAI_BASE_URL", "OPENAI_API_KEY",
@@ -71,18 +27,17 @@ KNOWN = {  # every setting the keeper reads (a test holds this list to the code)
     "SEED_SCORE_TOLERANCE", "SEED_SHM_MB", "SEED_WORK_FILES", "SEED_WORK_MB", "SEED_DOT_NAMES", "SEED_SECRETS",
     "SEED_ZYGOTE"}
 OURS = ("GEMINI_", "OPENAI_", "SEED_", "BACKUPS_")  # the prefixes of the keeper's settings
-WRITTEN = set()  # the names .env sets
 
 
-def unknown_settings(environ):
-    """A line for each setting of the keeper's kind that it does not know: every such name in .env (a typo there is
-    a setting silently lost), and a name in the environment only when it looks like a known one; with the known
-    setting it resembles. A key with a space inside is one too (no key has one)."""
+def unknown_settings(environ, written):
+    """A line for each setting of the keeper's kind that it does not know: every such name in .env, whose names are
+    `written` (a typo there is a setting silently lost), and a name in the environment only when it looks like a
+    known one; with the known setting it resembles. A key with a space inside is one too (no key has one)."""
     problems = []
     for name in sorted({n for n in environ if n.startswith(OURS)} - KNOWN):
         like = difflib.get_close_matches(name, KNOWN, n=1, cutoff=0.75)
-        if name in WRITTEN or like:
-            where = ".env" if name in WRITTEN else "the environment"
+        if name in written or like:
+            where = ".env" if name in written else "the environment"
             problems.append(f"{name} in {where} is not a setting the keeper knows" + (f": did you mean {like[0]}?" if
                             like else " (docs/settings.md lists them): remove it or fix its name"))
     for name in ("GEMINI_API_KEY", "OPENAI_API_KEY"):
@@ -105,8 +60,6 @@ def number(name, default, least, kind=int):
     return default
 
 
-read_dotenv(ROOT / ".env")
-PROBLEMS.extend(unknown_settings(os.environ))
 
 BACKUPS = ROOT / "backups"
 INDEX = BACKUPS / "index.json"          # the snapshots, which are known good, the iteration count
@@ -161,6 +114,7 @@ KEEP_GOOD = max(3, KEEP_LAST // 10)     # the newest known-good snapshots always
 KEEP_LANDED_DAYS = number("SEED_KEEP_LANDED_DAYS", 1, 0)  # every landing is kept this many days
 KEEP_DAILY_DAYS = number("SEED_KEEP_DAILY_DAYS", 30, 0)   # then the newest of each day, this long; then one a week
 BACKUPS_BYTES = number("SEED_BACKUPS_MB", 2048, 1) << 20  # what the snapshots kept by age may take in backups/
+LOG_SHOWN = 65_536  # bytes of the end of iteration_log.md the working copy holds (the seed shows less)
 LOG_BYTES = number("SEED_LOG_MB", 16, 1) << 20  # iteration_log.md past this is set aside in backups/logs/
 LOGS_KEPT = 4  # logs set aside that are kept (the record holds every iteration: python fallback.py --show N)
 PROMPT_TOKENS = number("SEED_PROMPT_TOKENS", 60_000, 1_000)  # the largest prompt, in estimated tokens

@@ -15,10 +15,10 @@ import sys
 from functools import lru_cache
 
 from .check import CONFTEST_HOOKS
+from .journal import NAME_ERROR
 from .selection import installed, tree_of
 
 IMPORTABLE = {"pytest"}  # besides the standard library and the codebase's own modules
-NAME_ERROR = re.compile(r"^(E\s+)?NameError: name '(\w+)' is not defined$", re.M)
 RULE = ("A conftest.py may define fixtures, helpers and constants, import the standard library, pytest and the "
         f"codebase's own modules by name, and implement only these of pytest's hooks, undecorated: "
         f"{', '.join(sorted(CONFTEST_HOOKS))}. Hooks that change what pytest collects, runs or reports, plugins "

@@ -16,7 +16,7 @@ eight times as many cells as it draws.
 """
 import sqlite3
 
-from .iteration import Outcome
+from .kinds import Outcome
 
 VERSION = 2   # PRAGMA user_version of a record whose tallies are kept (0: made before them; 1: before `tampered`)
 FAN = 3       # a cell holds 2**FAN cells of the level below

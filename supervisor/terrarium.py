@@ -34,9 +34,9 @@ from . import blame, sandbox, snapshots as snap, untrusted
 from .console import say
 from .names import refusal
 from .scrub import valid
-from .settings import (CONTRACT, GUARDED, JUDGED, LANDING, LANDING_BYTES, LANDING_FILES, LIMITS, LOG, NAMESPACES,
-                       NOT_CODE, OUTPUT_TAIL, PROCESSES, ROOT, RUNNING, SANDBOX_REQUIRED, SCRATCH, SHM_BYTES,
-                       STEERING, TEST_SUPPORT, WORK, WORK_BYTES, WORK_FILES, load_json, source_of, tail_of,
+from .settings import (CONTRACT, GUARDED, JUDGED, LANDING, LANDING_BYTES, LANDING_FILES, LIMITS, LOG, LOG_SHOWN,
+                       NAMESPACES, NOT_CODE, OUTPUT_TAIL, PROCESSES, ROOT, RUNNING, SANDBOX_REQUIRED, SCRATCH,
+                       SHM_BYTES, STEERING, TEST_SUPPORT, WORK, WORK_BYTES, WORK_FILES, load_json, source_of, tail_of,
                        write_atomically)
 from .snapshots import (folders_above, has_object, line_changes, manifest, object_path, remove_empty_parents,
                         stays_inside, store_object)
@@ -44,7 +44,6 @@ from .untrusted import Untrusted
 
 PROVIDED = STEERING  # read by the seed
 KEEPER_FILES = {rel.casefold() for rel in [*GUARDED, *STEERING]}  # never the codebase's, by any case
-LOG_SHOWN = 65_536  # bytes of the end of iteration_log.md the working copy holds (the seed shows less)
 RECORD, RECORD_BYTES = ".seed/record.json", 1 << 20  # what the seed says it did, and the most of it read
 FACTS = ".seed/rolled_back.json"  # what the keeper offers the seed to read of the last answer rolled back
 UNCAPTURED = {"__pycache__", ".pytest_cache"}  # caches a run leaves, at any depth: never captured, never its failure

@@ -23,7 +23,7 @@ def keeper_in(root):
                                                   submodule_search_locations=[str(root / "supervisor")])
     sys.modules[name] = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(sys.modules[name])
-    parts = ("iteration", "snapshots", "journal", "gate", "settings")
+    parts = ("iteration", "kinds", "snapshots", "journal", "gate", "settings")
     return SimpleNamespace(**{part: importlib.import_module(f"{name}.{part}") for part in parts})
 
 
@@ -63,7 +63,7 @@ def test_a_seed_that_crashes_where_it_never_ran_well_walks_back_to_the_last_know
     k, memory = keeper, keeper.iteration.Memory()
     broken = landed(k, "NOTES = None\n", 2)
     result = k.iteration.settle(3, k.index, broken, crash(k), memory)
-    assert result.outcome is k.iteration.Outcome.ROLLED_BACK and result.failure is k.iteration.RunFailure.CRASHED
+    assert result.outcome is k.kinds.Outcome.ROLLED_BACK and result.failure is k.kinds.RunFailure.CRASHED
     assert result.headline() == "rolled back: seed.py crashed (exit 1)" and result.restored == k.genesis["id"]
     assert (k.root / "notes.py").read_text() == "NOTES = []\n" and broken["id"] in memory.bad
     assert "- [ ] Iteration 3 was rolled back: seed.py crashed (exit 1)" in (k.root / "pending_tasks.md").read_text()
@@ -85,7 +85,7 @@ def test_a_crash_where_the_seed_once_ran_well_with_a_cause_seen_outside_is_the_w
     ran_well_with_other_limits(k, good)
     first = k.iteration.settle(3, k.index, good, crash(k, OUT_OF_MEMORY), memory)
     second = k.iteration.settle(4, k.index, good, crash(k, OUT_OF_MEMORY), memory)
-    assert first.outcome is second.outcome is k.iteration.Outcome.WAITING and first.until < second.until
+    assert first.outcome is second.outcome is k.kinds.Outcome.WAITING and first.until < second.until
     assert first.headline().endswith("seed.py crashed (exit 1) at the last known-good state too")
     assert "the limits a run gets (SEED_MEMORY_MB) changed since it ran well: the cause is outside the code" in \
         first.reason
@@ -99,7 +99,7 @@ def test_a_crash_where_the_seed_once_ran_well_after_its_python_changed_is_the_wo
     good = landed(k, "NOTES = ['kept']\n", 2, good=True)
     good["world"] = {**k.iteration.blame.world(), "python": "3.11.0 at /usr/bin/python3.11"}
     result = k.iteration.settle(3, k.index, good, crash(k), memory)
-    assert result.outcome is k.iteration.Outcome.WAITING
+    assert result.outcome is k.kinds.Outcome.WAITING
     assert "ValueError: broke; the same happens at the last known-good state, and the Python interpreter (3.11.0 at " \
            "/usr/bin/python3.11 then" in result.reason
 
@@ -111,7 +111,7 @@ def test_a_crash_where_the_seed_once_ran_well_with_nothing_seen_outside_is_the_c
     good = landed(k, "NOTES = ['kept']\n", 2, good=True)
     good["world"] = k.iteration.blame.world()
     result = k.iteration.settle(3, k.index, good, crash(k), memory)
-    assert result.outcome is k.iteration.Outcome.ROLLED_BACK and result.restored == good["id"] and not memory.bad
+    assert result.outcome is k.kinds.Outcome.ROLLED_BACK and result.restored == good["id"] and not memory.bad
     assert (k.root / "notes.py").read_text() == "NOTES = ['kept']\n"
     tasks = (k.root / "pending_tasks.md").read_text()
     assert "- [ ] Iteration 3 was rolled back: seed.py crashed (exit 1). It fails the same way at the last known-good " \
@@ -125,7 +125,7 @@ def test_a_crash_that_says_memory_ran_out_where_nothing_outside_changed_is_the_c
     good = landed(k, "NOTES = ['kept']\n", 2, good=True)
     good["world"] = k.iteration.blame.world()
     result = k.iteration.settle(3, k.index, good, crash(k, OUT_OF_MEMORY), memory)
-    assert result.outcome is k.iteration.Outcome.ROLLED_BACK and "nothing outside the code changed" in \
+    assert result.outcome is k.kinds.Outcome.ROLLED_BACK and "nothing outside the code changed" in \
         (k.root / "pending_tasks.md").read_text()
 
 
@@ -136,7 +136,7 @@ def test_a_failure_shown_to_be_the_worlds_undoes_the_walk_back_it_began_and_take
     k.iteration.settle(3, k.index, fresh, crash(k, OUT_OF_MEMORY), memory)  # walked back to genesis, known good
     assert (k.root / "notes.py").read_text() == "NOTES = []\n"
     result = k.iteration.settle(4, k.index, k.genesis, crash(k, OUT_OF_MEMORY), memory)  # the same there: the world's
-    assert result.outcome is k.iteration.Outcome.WAITING and result.restored == fresh["id"]
+    assert result.outcome is k.kinds.Outcome.WAITING and result.restored == fresh["id"]
     assert (k.root / "notes.py").read_text() == "NOTES = ['new']\n"
     assert "was rolled back" not in (k.root / "pending_tasks.md").read_text()
 
@@ -148,10 +148,10 @@ def test_the_same_failure_of_the_runs_own_doing_twice_from_a_landed_state_walks_
     saboteur = landed(k, "NOTES = ['sabotage']\n", 2)
     run = k.iteration.Run(0, "", said(), untrusted=".seed/record.json: a symbolic link, not a file")
     first = k.iteration.settle(3, k.index, saboteur, run, memory)
-    assert first.outcome is k.iteration.Outcome.ROLLED_BACK and first.restored == saboteur["id"]
+    assert first.outcome is k.kinds.Outcome.ROLLED_BACK and first.restored == saboteur["id"]
     assert not saboteur["good"]  # it asked the model, but its run failed: not known good
     second = k.iteration.settle(4, k.index, saboteur, run, memory)
-    assert second.outcome is k.iteration.Outcome.ROLLED_BACK and second.restored == k.genesis["id"]
+    assert second.outcome is k.kinds.Outcome.ROLLED_BACK and second.restored == k.genesis["id"]
     assert (k.root / "notes.py").read_text() == "NOTES = []\n" and saboteur["id"] in memory.bad
 
 
@@ -162,7 +162,7 @@ def test_a_change_the_gate_fails_rolls_back_to_where_it_started_and_becomes_a_ta
     files = {**k.snapshots.files_of(start), "tests/test_fails.py": bad}
     run = k.iteration.Run(0, "", said(), files=files, changes=[("tests/test_fails.py", "new", 2, 0)])
     result = k.iteration.settle(3, k.index, start, run, memory)
-    assert result.outcome is k.iteration.Outcome.ROLLED_BACK and result.failure is k.gate.Failure.TESTS
+    assert result.outcome is k.kinds.Outcome.ROLLED_BACK and result.failure is k.kinds.Failure.TESTS
     assert result.restored == start["id"] and result.kept and not memory.bad
     assert not (k.root / "tests" / "test_fails.py").exists()
     assert "was rolled back: tests failed" in (k.root / "pending_tasks.md").read_text()
@@ -171,16 +171,16 @@ def test_a_change_the_gate_fails_rolls_back_to_where_it_started_and_becomes_a_ta
 def test_a_dry_spell_becomes_a_task_and_twice_as_long_walks_back_one_known_good_state(keeper):
     k, memory = keeper, keeper.iteration.Memory()
     landed(k, "NOTES = ['one']\n", 2, good=True)
-    nothing = k.iteration.Result(k.iteration.Outcome.NO_CHANGE, said=said())
+    nothing = k.kinds.Result(k.kinds.Outcome.NO_CHANGE, said=said())
     results = []
     for n in range(2 * k.settings.DRY_SPELL):
         k.index["iteration"] = 3 + n
-        results.append(k.iteration.Result(k.iteration.Outcome.NO_CHANGE, said=said()))
+        results.append(k.kinds.Result(k.kinds.Outcome.NO_CHANGE, said=said()))
         k.iteration.note_dry_spell(k.index, results[-1], memory)
     assert results[k.settings.DRY_SPELL - 1].stalled == f"nothing has landed in the last {k.settings.DRY_SPELL} iterations"
     assert "went back to snapshot" in results[-1].stalled and memory.dry == 0
     assert (k.root / "notes.py").read_text() == "NOTES = []\n"
-    waits = k.iteration.Result(k.iteration.Outcome.WAITING, said=said(requests=0))
+    waits = k.kinds.Result(k.kinds.Outcome.WAITING, said=said(requests=0))
     k.iteration.note_dry_spell(k.index, waits, memory)  # a wait asks nothing: it is no dry iteration
     k.iteration.note_dry_spell(k.index, nothing, memory)
     assert memory.dry == 1 and "Stalled:" in (k.root / "pending_tasks.md").read_text()
@@ -189,14 +189,16 @@ def test_a_dry_spell_becomes_a_task_and_twice_as_long_walks_back_one_known_good_
 def test_headlines_are_rendered_from_the_outcome_and_never_read_back(keeper):
     it = keeper.iteration
     moment = __import__("datetime").datetime(2026, 11, 25, 18, 5, tzinfo=__import__("datetime").timezone.utc)
-    assert it.Result(it.Outcome.WAITING, "tests failed at the last known-good state too", until=moment).headline() \
+    kinds = keeper.kinds
+    assert kinds.Result(kinds.Outcome.WAITING, "tests failed at the last known-good state too", until=moment).headline() \
         == "waiting until 2026-11-25 18:05 UTC: tests failed at the last known-good state too"
-    assert it.Result(it.Outcome.LANDED, "2 file(s) changed").headline() == "landed: 2 file(s) changed"
-    assert it.Result(it.Outcome.NO_CHANGE).headline() == "no change"
-    assert it.headline_of(it.RunFailure.KILLED, "SIGXCPU (a resource limit, or a signal)") == \
+    assert kinds.Result(kinds.Outcome.LANDED, "2 file(s) changed").headline() == "landed: 2 file(s) changed"
+    assert kinds.Result(kinds.Outcome.NO_CHANGE).headline() == "no change"
+    assert it.headline_of(kinds.RunFailure.KILLED, "SIGXCPU (a resource limit, or a signal)") == \
         "seed.py was killed by SIGXCPU (a resource limit, or a signal)"
-    assert it.headline_of(it.ScoreFailure.FELL, "1 to -3") == "score fell from 1 to -3"
-    source = "".join((keeper.root / "supervisor" / name).read_text() for name in ("iteration.py", "recovery.py"))
+    assert it.headline_of(kinds.ScoreFailure.FELL, "1 to -3") == "score fell from 1 to -3"
+    source = "".join((keeper.root / "supervisor" / name).read_text()
+                     for name in ("iteration.py", "kinds.py", "recovery.py"))
     source += (keeper.root / "fallback.py").read_text()
     assert not re.search(r"(outcome|failure|reason|why|headline)\S*\.startswith|re\.\w+\([^)]*(outcome|failure)", source)
 

@@ -1,0 +1,85 @@
+"""The house's shape, read from the code: how deep its imports go, which rooms may import which, and that importing
+the keeper does nothing (no file of the workspace read): the settings are read when fallback.py starts."""
+import ast
+import functools
+import json
+import subprocess
+import sys
+
+from conftest import REPO, fresh_workspace
+
+ROOMS = {p.stem: p for p in (REPO / "supervisor").glob("*.py") if p.stem != "__init__"} | {"fallback": REPO / "fallback.py"}
+LONGEST = 10  # rooms in the longest chain of imports, fallback.py's included
+BASE = {"settings", "kinds", "outcomes", "formats", "check", "sandbox", "envfile", "preloaded", "scoring"}
+VIEWS = {"cli", "report", "compare", "status", "history", "export"}
+STORE_AND_DOING = {"record", "tallies", "snapshots", "journal", "ledger", "untrusted", "gate", "terrarium", "zygote",
+                   "source", "selection", "evaluate", "blame"}
+
+
+def imports_of(path):
+    """The keeper's rooms a file imports, by name."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_bytes())):
+        if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("supervisor")):
+            module = (node.module or "").removeprefix("supervisor").strip(".")
+            found |= {module.split(".")[-1]} if module else {alias.name for alias in node.names}
+        elif isinstance(node, ast.Import):
+            found |= {a.name.split(".")[1] for a in node.names if a.name.startswith("supervisor.")}
+    return found & set(ROOMS)
+
+
+GRAPH = {room: imports_of(path) for room, path in ROOMS.items()}
+
+
+@functools.cache
+def chain(room):
+    """The longest chain of imports from room down, room first."""
+    return max(([room, *chain(below)] for below in GRAPH[room]), key=len, default=[room])
+
+
+def test_no_chain_of_imports_is_longer_than_ten_rooms():
+    longest = max((chain(room) for room in GRAPH), key=len)
+    assert len(longest) <= LONGEST, " -> ".join(longest)
+
+
+def test_the_reading_of_imports_sees_every_arrow():
+    """The reader above is what the rules below stand on: it finds each form of import the keeper uses."""
+    assert {"cli", "kinds", "iteration", "envfile"} <= GRAPH["fallback"]
+    assert {"snapshots", "sandbox", "untrusted"} <= GRAPH["terrarium"] and "kinds" in GRAPH["record"]
+
+
+def test_base_rooms_import_nothing_of_the_keeper_and_the_store_never_a_view_or_the_policy():
+    assert {room: GRAPH[room] - {"envfile"} for room in BASE if GRAPH[room] - {"envfile"}} == {}
+    wrong = {room: GRAPH[room] & (VIEWS | {"iteration", "gateway", "backends"}) for room in STORE_AND_DOING}
+    assert {room: below for room, below in wrong.items() if below} == {}
+
+
+def test_importing_every_part_of_the_keeper_reads_no_file_of_the_workspace(tmp_path):
+    """Not .env, not the log, the index or the record: only the keeper's own code is opened, to be imported."""
+    root = fresh_workspace(tmp_path / "workspace")
+    (root / ".env").write_text("GEMINI_API_KEY=AIzaSyIMPORT-ONLY-0000000000000000000\nSEED_LOG_MB=3\n")
+    (root / "backups").mkdir()
+    (root / "backups" / "index.json").write_text("{}")
+    program = f"""
+import importlib, importlib.util, json, os, sys
+root = {str(root)!r}
+names = sorted(name[:-3] for name in os.listdir(root + "/supervisor") if name.endswith(".py") and name != "__init__.py")
+opened = []
+sys.addaudithook(lambda event, args: opened.append(str(args[0])) if event in ("open", "os.listdir", "os.scandir")
+                 and isinstance(args[0], (str, bytes, os.PathLike)) else None)
+spec = importlib.util.spec_from_file_location("supervisor", root + "/supervisor/__init__.py",
+                                              submodule_search_locations=[root + "/supervisor"])
+sys.modules["supervisor"] = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(sys.modules["supervisor"])
+for name in names:
+    importlib.import_module("supervisor." + name)
+print(json.dumps([path for path in opened if os.fsdecode(path).startswith(root)]))
+"""
+    done = subprocess.run([sys.executable, "-P", "-c", program], cwd=root, capture_output=True, text=True,
+                          timeout=60, env={"PATH": "/usr/bin:/bin", "SEED_LOG_MB": "2"})
+    assert done.returncode == 0, done.stderr
+    opened = json.loads(done.stdout)
+    code = [path for path in opened if path.startswith(str(root / "supervisor")) and path.endswith(
+        (".py", ".pyc", "/supervisor", "/__pycache__"))]  # its modules, and their folders looked up
+    assert code, "the hook saw the keeper's own modules opened"  # the audit is live
+    assert sorted(set(opened) - set(code)) == []
