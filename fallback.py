@@ -93,7 +93,7 @@ from supervisor import envfile  # noqa: E402
 
 envfile.load(ROOT / ".env")  # before the settings are read from the environment: a value in .env counts everywhere
 
-from supervisor import backends, cli, journal, record as book, snapshots as snap, terrarium  # noqa: E402
+from supervisor import backends, cli, events, journal, record as book, snapshots as snap, terrarium  # noqa: E402
 from supervisor.console import (count, local_time, report, say, show_iteration, show_phase,  # noqa: E402
                                 start_status_line, summary)
 from supervisor.iteration import Memory, note_dry_spell, run_iteration  # noqa: E402
@@ -102,6 +102,7 @@ from supervisor.recovery import recover, write_iteration  # noqa: E402
 from supervisor.settings import (BACKOFF, BACKUPS, EX_CONFIG, FAULT_PAUSE, LOCK, LOG, PROMPT_TOKENS,  # noqa: E402
                                  REQUESTS_PER_RUN, SANDBOX_REQUIRED, SETTLING, WORK, stamp, utc_now)
 
+events.listen(say, show_phase)  # what the keeper's rooms tell is said on the console
 PAGE_EVERY = 5.0  # seconds: report.html is drawn at least this often while iterations follow each other at once
 
 

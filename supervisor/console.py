@@ -11,6 +11,7 @@ import threading
 import time
 from datetime import datetime
 
+from .journal import describe_changes
 from .scrub import printable, redact
 from .settings import LOG
 
@@ -70,13 +71,6 @@ def redraw_status_forever():
             if status["text"]:
                 out(f"\r\x1b[K\x1b[2m{line}\x1b[0m")
 
-
-
-def describe_changes(changed, most=20):
-    """The changed files for a log or console line; odd characters in names are shown as escapes."""
-    shown = [f"{printable(rel)}{'' if kind == 'changed' else f' ({kind})'} +{added} −{removed}"
-             for rel, kind, added, removed in changed[:most]]
-    return ", ".join(shown) + (f" and {len(changed) - most} more" if len(changed) > most else "")
 
 
 def count(row, totals):

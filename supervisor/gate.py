@@ -41,7 +41,7 @@ from pathlib import Path
 
 from . import blame, selection, source, zygote
 from .check import listen, unlink_folders
-from .console import show_phase
+from .events import phase
 from .kinds import Failure, Verdict
 from .settings import CONTRACT, GATE_TIMEOUT, JUDGED, PARALLEL_FROM, ROOT, SCRATCH, write_atomically
 from .snapshots import object_path
@@ -64,7 +64,7 @@ def gate(changes, files, before=None, full=False):
     """The Verdict on a candidate. `files`: its {path: sha256}, its objects stored; `before`: the ratchet's counts at
     the landed state the change started from, when known; `full`: run every test even where a selection would be
     sound (the cadence). A change of any file is checked: a data file can break a test that reads it."""
-    show_phase("checking: the changed .py files compile")
+    phase("checking: the changed .py files compile")
     broken = [compile_error(rel, files[rel]) for rel, kind, *_ in changes if rel.endswith(".py") and kind != "deleted"]
     if any(broken):
         return Verdict(Failure.COMPILE, output="\n".join(b for b in broken if b))
@@ -178,7 +178,7 @@ def run_checks(files, contract, changes=None, split=False):
     first, sound = selection.affected(every, changes, files) if changes is not None and not contract else (every, False)
     contract = [CONTRACT] if contract and (ROOT / CONTRACT).is_file() else []  # as judged_copy lays it out
     tests = first if sound else [*first, *contract, *(rel for rel in every if rel not in first)]
-    show_phase(f"checking: {len(modules)} module(s) import, pytest over {len(tests)} of {len(every) + len(contract)} "
+    phase(f"checking: {len(modules)} module(s) import, pytest over {len(tests)} of {len(every) + len(contract)} "
                "test file(s)")
     parts = 2 if split and len(tests) >= PARALLEL_FROM and cores() >= 2 and apart(files) else 1
     rules = policy(own_servers=True, judged=JUDGED)

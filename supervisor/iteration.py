@@ -24,7 +24,7 @@ from datetime import datetime, timedelta, timezone
 
 from . import blame, evaluate, gate, journal, snapshots as snap, terrarium, zygote
 from .answers import CHARS_PER_TOKEN
-from .console import say, show_phase
+from .events import phase, tell
 from .scrub import redact, secret_in
 from .gateway import SAME_FILES
 from .kinds import Failure, Outcome, Result, RunFailure, ScoreFailure
@@ -123,12 +123,12 @@ def run_iteration(number, index, timeout, memory, gateway, confinement=""):
     plan = gateway.open_run(journal.steering_size())
     if "token" not in plan:
         return unasked(plan, gateway)
-    show_phase("snapshot of the codebase", restart=True)
+    phase("snapshot of the codebase", restart=True)
     start = snap.snapshot(index, "before" if index["snapshots"] else "genesis", number)
     terrarium.sync_work(snap.files_of(start), memory.facts())
     shown = journal.open_tasks()  # as the seed numbers them: the answer's "done" counts in these
     write_atomically(UNDER_WAY, json.dumps({"iteration": number, "start": start["id"]}))
-    show_phase("running seed.py")
+    phase("running seed.py")
     around = blame.world()  # before the run: what a state that runs well now ran well with
     try:
         code, output = run_seed(timeout, gateway, plan)
@@ -227,7 +227,7 @@ def refusals(output):
 def show_seed_progress(chunk):
     lines = [line for line in chunk.decode("utf-8", "replace").splitlines() if line.strip()]
     if lines:
-        show_phase(f"seed.py: {lines[-1][:200]}")
+        phase(f"seed.py: {lines[-1][:200]}")
 
 
 # --- judging ------------------------------------------------------------------------------------
@@ -337,13 +337,13 @@ def scored(run, start):
     ratchet = evaluate.RATCHET or evaluate.LAND_ON == "score"  # under the score's rule, the score must not fall
     if not evaluate.present():
         return None, None, "", ""
-    show_phase("scoring the change with evaluate.py")
+    phase("scoring the change with evaluate.py")
     found = evaluate.score_of(run.files)
     if found.get("tampered"):  # never the person's to fix: the change reached for its own score
         return None, Failure.TAMPERED, found["tampered"], found["output"]
     if "problem" in found:
         if "problem" in evaluate.score_of(snap.files_of(start)):
-            say(f"{found['problem']} at the last known-good state too: evaluate.py is yours to fix (no task for the "
+            tell(f"{found['problem']} at the last known-good state too: evaluate.py is yours to fix (no task for the "
                 "model; the change is judged without a score)")
             return None, None, "", ""
         if ratchet:
@@ -507,7 +507,7 @@ def roll_back(index, start, walk, number, bad, files):
     if walk:
         bad.add(start["id"])
     target = snap.walk_back(index, bad) if walk else start
-    show_phase(f"rolling back to snapshot {target['id']}")
+    phase(f"rolling back to snapshot {target['id']}")
     if target is not start:  # the folder never had the failed change: only a walk-back changes it
         snap.snapshot(index, "before", number)  # a person's edits made during the run are kept first
         snap.restore(target)

@@ -16,7 +16,6 @@ import re
 import sys
 from dataclasses import dataclass
 
-from .console import describe_changes
 from .scrub import printable, redact
 from .settings import (JUDGED, LOG, LOG_BYTES, LOGS_ASIDE, LOGS_KEPT, MAX_FAILURE_TASKS, ROOT, TASK_LINES, TASKS, WORK,
                        stamp, tail_of, utc_now, write_atomically)
@@ -65,6 +64,13 @@ def forgotten_import(line):
     name = NAME_ERROR.fullmatch(line.rstrip())
     return f"{line.rstrip()}. Did you forget to import '{name[2]}'?" if name and name[2] in sys.stdlib_module_names \
         else line
+
+
+def describe_changes(changed, most=20):
+    """The changed files for a log or console line; odd characters in names are shown as escapes."""
+    shown = [f"{printable(rel)}{'' if kind == 'changed' else f' ({kind})'} +{added} −{removed}"
+             for rel, kind, added, removed in changed[:most]]
+    return ", ".join(shown) + (f" and {len(changed) - most} more" if len(changed) > most else "")
 
 
 def error_line(output):

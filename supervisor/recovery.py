@@ -10,7 +10,7 @@ row written holds, besides its own requests, those the gateway booked as they le
 iteration cut short before its row): every request that may have reached a model is in the record.
 """
 from . import journal, record as book, snapshots as snap, terrarium
-from .console import say
+from .events import tell
 from .kinds import Outcome, Result
 from .ledger import Books
 from .settings import LOG, ROOT, SETTLING, UNDER_WAY, USAGE, load_json
@@ -61,7 +61,7 @@ def settle_landing(index, settling, entries):
             changes = snap.changes_since(start) if after["id"] != start["id"] else []
         except (FileNotFoundError, ValueError):  # the start's snapshot is damaged: what the landing changed is unknown
             changes = []
-            say(f"snapshot {start['id']} is damaged: iteration {number}'s landing is kept as snapshot {after['id']}")
+            tell(f"snapshot {start['id']} is damaged: iteration {number}'s landing is kept as snapshot {after['id']}")
         if changes:
             result = Result(Outcome.LANDED, f"{len(changes)} file(s) changed", "the keeper was killed as it landed; "
                             "the landing was finished at the next start", start=start["id"], after=after["id"],

@@ -20,7 +20,7 @@ from collections import Counter, OrderedDict
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from .console import say
+from .events import tell
 from .names import refusal
 from .untrusted import Untrusted
 from .settings import (BACKUPS, BACKUPS_BYTES, GUARDED, INDEX, KEEP_DAILY_DAYS, KEEP_GOOD, KEEP_LANDED_DAYS,
@@ -132,7 +132,7 @@ def load_index():
     except ValueError:
         aside = INDEX.with_name(f"index.unreadable-{datetime.now():%Y%m%d-%H%M%S}.json")
         os.replace(INDEX, aside)
-        say(f"backups/index.json was unreadable; it is kept as {aside.name} and a new index begins")
+        tell(f"backups/index.json was unreadable; it is kept as {aside.name} and a new index begins")
         return {"iteration": 0, "snapshots": []}
 
 
@@ -356,10 +356,10 @@ def finish_restore(index):
     if entry:
         try:
             failed = restore(entry)
-            say(f"finished the restore of snapshot {wanted} that was under way when the last run stopped"
+            tell(f"finished the restore of snapshot {wanted} that was under way when the last run stopped"
                 + (f" ({len(failed)} file(s) could not be written: {failed[0][1]})" if failed else ""))
         except (FileNotFoundError, ValueError):
-            say(f"the restore of snapshot {wanted} under way when the last run stopped was given up: the snapshot is "
+            tell(f"the restore of snapshot {wanted} under way when the last run stopped was given up: the snapshot is "
                 "damaged (part of it is gone from backups/)")
     RESTORING.unlink(missing_ok=True)
 

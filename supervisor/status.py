@@ -11,7 +11,6 @@ import sys
 from datetime import datetime, timezone
 
 from . import backends, journal, record
-from .console import describe_changes
 from .scrub import printable
 from .ledger import pacific_day, reached
 from .settings import BACKUPS, INDEX, QUOTA, ROOT, load_json
@@ -33,7 +32,7 @@ def show_status(holder):
         if not count and told > inherited else ""))
     for row in rows:
         score = f" (score {row['score']:g})" if row["score"] is not None else ""
-        files = f" — {describe_changes(row['files'], 3)}" if row["kind"] == "landed" and row["files"] else ""
+        files = f" — {journal.describe_changes(row['files'], 3)}" if row["kind"] == "landed" and row["files"] else ""
         heading = f"Iteration {row['number']} — {row['ended']} — {row['outcome']}{score}{files}"
         print(f"  {printable(heading)}")
     open_ones = [task for task in journal.parse_tasks(journal.read_tasks()) if not task.done]
@@ -74,7 +73,7 @@ def show_standing(count):
     if now["landed"]:
         landed = now["landed"]
         print(printable(f"last landed: iteration {landed['number']} ({landed['ended']}): "
-                        f"{describe_changes(landed['files'], 5) or 'no file named'}"))
+                        f"{journal.describe_changes(landed['files'], 5) or 'no file named'}"))
 
 
 def cut_at_a_word(text, most):

@@ -31,7 +31,7 @@ from collections import deque
 from functools import lru_cache
 
 from . import blame, sandbox, snapshots as snap, untrusted
-from .console import say
+from .events import tell
 from .names import refusal
 from .scrub import valid
 from .settings import (CONTRACT, GUARDED, JUDGED, LANDING, LANDING_BYTES, LANDING_FILES, LIMITS, LOG, LOG_SHOWN,
@@ -275,17 +275,17 @@ def finish_landing(start):
     holds half of a change."""
     plan, dropped = plan_of(load_json(LANDING))
     if dropped:
-        say(f"backups/landing.json held {dropped} entries no keeper writes; they were left out")
+        tell(f"backups/landing.json held {dropped} entries no keeper writes; they were left out")
     failed = apply_landing(plan) if plan else []
     broken = [why for _, why, in_the_way in failed if not in_the_way]
     if broken:
         undone = undo_landing({rel: sha for rel, sha in plan.items() if rel not in {f[0] for f in failed}}, start)
-        say(f"the landing under way when the last run stopped could not be finished ({broken[0]}"
+        tell(f"the landing under way when the last run stopped could not be finished ({broken[0]}"
             f"{f' and {len(broken) - 1} more' if len(broken) > 1 else ''}): "
             + ("it was undone" if undone else "it could not be undone either (its snapshot is gone): the folder "
                "holds what could be written"))
     elif plan:
-        say(f"finished the landing of {len(plan)} file(s) that was under way when the last run stopped")
+        tell(f"finished the landing of {len(plan)} file(s) that was under way when the last run stopped")
     LANDING.unlink(missing_ok=True)
 
 
@@ -322,7 +322,7 @@ def set_aside(index, start, number):
         begun = files = None
     if files != begun:
         kept = snap.snapshot(index, "interrupted", number, files=files)
-        say(f"the interrupted run's changes are kept as snapshot {kept['id']} (python fallback.py --materialise "
+        tell(f"the interrupted run's changes are kept as snapshot {kept['id']} (python fallback.py --materialise "
             f"{kept['id']} writes them out); the codebase is as it was")
     sync_work()
 
@@ -474,7 +474,7 @@ def end_orphans():
         if ours:
             try:
                 os.killpg(pid, signal.SIGKILL)
-                say(f"ended process group {pid}, left running by a keeper that was killed")
+                tell(f"ended process group {pid}, left running by a keeper that was killed")
             except (ProcessLookupError, PermissionError):
                 pass
     RUNNING.unlink(missing_ok=True)
