@@ -240,14 +240,14 @@ def settle(number, index, start, run, memory):
     verdict = judged(run, start, index) if failure is None and run.changes else None
     left_out = None  # (a task, the output that shows why) for what of the answer lands without the rest of it
     if verdict and verdict.detail.startswith(gate.SEED_BROKEN):  # nothing imports the seed: the rest may land
-        run, verdict, left_out = the_rest(start, index, run, verdict, {"seed.py"}, f"Iteration {number} landed "
-                                          f"without its seed.py: {verdict.detail}. Keep them when you improve it.")
+        run, verdict, left_out = the_rest(start, index, run, verdict, {"seed.py"}, lambda _: f"Iteration {number} "
+                                          f"landed without its seed.py: {verdict.detail}. Keep them when you improve "
+                                          "it.")
     elif verdict and verdict.failure is Failure.TESTS and evaluate.LAND_ON == "score" and evaluate.present():
-        failing = {test.split("::")[0] for test in verdict.failed}  # the person's score decides, not the new tests
-        if failing and failing <= {rel for rel, *_ in run.changes}:
-            run, verdict, left_out = the_rest(start, index, run, verdict, failing, f"Iteration {number} landed "
-                                              f"without {', '.join(sorted(failing))}: its tests failed. Mend them (the "
-                                              "code they test landed, and the score did not fall).")
+        # the person's score decides, not the tests the change brings: it lands without those of them that fail
+        run, verdict, left_out = the_rest(start, index, run, verdict, set(), lambda failing: f"Iteration {number} "
+                                          f"landed without {', '.join(sorted(failing))}: its tests failed. Mend them "
+                                          "(the code they test landed, and the score did not fall).", tests=True)
     score = None
     if verdict and not verdict.failure:
         score, failure, detail, output = scored(run, start)
@@ -270,19 +270,27 @@ def settle(number, index, start, run, memory):
     return result
 
 
-def the_rest(start, index, run, verdict, dropped, told):
-    """(run, verdict, (the task `told`, the output that shows why)) for the rest of an answer without its changes to
-    `dropped` (kept as they were at the start), judged on its own; (run, verdict, None) as it was when no change is
-    left or the rest fails too. For a seed.py that breaks its contract (nothing imports the seed: a small
-    model wrote the goal's code into it, beside good files), and, under SEED_LAND_ON=score, the failing test files
-    a change added or changed."""
-    before = snap.files_of(start)
-    files = {rel: sha for rel, sha in {**run.files, **{rel: before.get(rel) for rel in dropped}}.items() if sha}
-    rest = replace(run, files=files, changes=[change for change in run.changes if change[0] not in dropped])
-    alone = judged(rest, start, index) if rest.changes else None
-    if alone is None or alone.failure:
-        return run, verdict, None
-    return rest, alone, (told, verdict.output)
+def the_rest(start, index, run, verdict, dropped, told, tests=False):
+    """(run, verdict, (the task told(dropped), the output that shows why)) for the rest of an answer without its
+    changes to `dropped` (kept as they were at the start), judged on its own; (run, verdict, None) as it was when no
+    change is left or the rest fails too. For a seed.py that breaks its contract (nothing imports the seed: a small
+    model wrote the goal's code into it, beside good files), and, under SEED_LAND_ON=score (`tests`), the test files
+    the change added or changed that fail: the gate stops at the first file that fails, so each judging may name
+    one more, until the rest passes or fails otherwise (a judging per test file the change brings, at most)."""
+    before, changed, alone, outputs = snap.files_of(start), {rel for rel, *_ in run.changes}, verdict, []
+    while True:
+        outputs.append(alone.output)
+        failing = {test.split("::")[0] for test in alone.failed} - dropped if tests else set()
+        if tests and (alone.failure is not Failure.TESTS or not failing or not failing <= changed):
+            return run, verdict, None
+        dropped = dropped | failing
+        files = {rel: sha for rel, sha in {**run.files, **{rel: before.get(rel) for rel in dropped}}.items() if sha}
+        rest = replace(run, files=files, changes=[change for change in run.changes if change[0] not in dropped])
+        alone = judged(rest, start, index) if rest.changes else None
+        if alone is None or alone.failure and not tests:
+            return run, verdict, None
+        if not alone.failure:
+            return rest, alone, (told(dropped), "\n".join(outputs))
 
 
 def spacing_only(changes, before, after):

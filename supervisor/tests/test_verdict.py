@@ -270,14 +270,17 @@ def test_a_second_signed_score_is_tampering_and_never_the_one_that_counts(worksp
 def test_under_the_scores_rule_a_change_lands_without_the_tests_it_adds_that_fail_and_never_lowers_the_score(
         workspace, env, gemini, outside, rule):
     """SEED_LAND_ON=score: the 1.5B wrote code that half works and tests that are wrong; the person's score decides.
-    The default (every test passes) rolls the same answer back."""
+    Two wrong test files: the gate stops at the first that fails, and the change lands without both (the bench's
+    wordcount goal rolled back nine such answers when only the first was left out). The default (every test passes)
+    rolls the same answer back."""
     (workspace / "evaluate.py").write_bytes((REPO / "evaluate.py").read_bytes())  # the starter: it runs notes.py
     env["SEED_LAND_ON"] = rule
     wrong = ("tests/test_notes.py", "import subprocess\nimport sys\n\n\ndef test_list_is_empty_at_first(tmp_path):\n"
              "    done = subprocess.run([sys.executable, 'notes.py', 'list'], capture_output=True, text=True)\n"
              "    assert done.stdout == 'nothing yet'\n")  # wrong: it prints nothing
+    wrong_too = ("tests/test_more.py", wrong[1].replace("nothing yet", "no notes"))  # the gate stops at one of them
     broken = ("notes.py", NOTES[1].replace("    if command == 'add'", "    if command == 'nothing'"))  # add broken
-    gemini.reply(api.answer([NOTES, wrong])).reply(api.answer([broken, wrong]))
+    gemini.reply(api.answer([NOTES, wrong, wrong_too])).reply(api.answer([broken, wrong]))
     done = run_fallback(workspace, env, "--iterations", "2", timeout=180)
     held(workspace, done, gemini, outside, 2)
     tasks = (workspace / "pending_tasks.md").read_text()
@@ -285,8 +288,8 @@ def test_under_the_scores_rule_a_change_lands_without_the_tests_it_adds_that_fai
         assert outcomes(workspace)[0] == "rolled back: tests failed" and "landed without" not in tasks
         return
     assert outcomes(workspace) == ["landed: 1 file(s) changed", "rolled back: score fell from 1 to 0.333"]
-    assert (workspace / "notes.py").read_text() == NOTES[1] and not (workspace / "tests" / "test_notes.py").exists()
-    assert "Iteration 1 landed without tests/test_notes.py: its tests failed." in tasks
+    assert (workspace / "notes.py").read_text() == NOTES[1] and not (workspace / "tests").exists()
+    assert "Iteration 1 landed without tests/test_more.py, tests/test_notes.py: its tests failed." in tasks
     assert "Iteration 2 landed without" not in tasks  # its rest was judged, and its score fell: nothing landed
     assert "test_list_is_empty_at_first" in tasks  # the lines that tell
     assert load_keeper("record").runs(workspace)[-1]["settings"]["SEED_LAND_ON"] == "score"  # recorded per run
