@@ -44,7 +44,7 @@ class Backend(Protocol):
         """What a person can do when the steering files leave no room: the setting to raise, or "shorten them"."""
 
     def ask(self, model, body, facts):
-        """The outcome (an outcomes.Outcome) of one request of the gateway's body to the model."""
+        """The outcome (an outcomes.Reading) of one request of the gateway's body to the model."""
 
 
 def chosen(environ):

@@ -1,7 +1,7 @@
 """gemini: the gateway's backend for Gemini's REST API (generativelanguage.googleapis.com).
 
     backend = Gemini(upstream, key, models)     # a ValueError names the setting to fix
-    backend.ask(model, body, facts)             # an outcomes.Outcome for one generateContent request
+    backend.ask(model, body, facts)             # an outcomes.Reading for one generateContent request
     show_models(environ)                        # python fallback.py --models
 
 The seed already speaks this format: a request goes on as the gateway adapted it, with the key in the
@@ -21,7 +21,7 @@ import requests
 
 from .answers import FOLD_TOKENS, MARGIN
 from .models import DEFAULT_MODELS
-from .outcomes import Kind, Outcome, TooLarge, fetch_bounded, one_line
+from .outcomes import Kind, Reading, TooLarge, fetch_bounded, one_line
 
 API_BASE = "https://generativelanguage.googleapis.com"  # where Gemini lives when GEMINI_API_BASE is unset
 TIMEOUT = (10, 300)       # seconds to connect upstream, and to wait for an answer (Gemma 4 31b can take a minute)
@@ -89,18 +89,18 @@ class Gemini:
             response = fetch_bounded("POST", f"{self.upstream}/v1beta/models/{quote(model, safe='')}:generateContent",
                                      body, {"x-goog-api-key": self.key}, TIMEOUT)
         except TooLarge as error:
-            return Outcome(Kind.UNUSABLE, "unusable answer", f"Gemini sent {error}: not read")
+            return Reading(Kind.UNUSABLE, "unusable answer", f"Gemini sent {error}: not read")
         except requests.RequestException as error:
             hint = "check the network" if self.upstream == API_BASE else "check the network, or GEMINI_API_BASE in .env"
-            return Outcome(Kind.RETRY_LATER, "network error", f"cannot reach {self.upstream} ({type(error).__name__}): "
+            return Reading(Kind.RETRY_LATER, "network error", f"cannot reach {self.upstream} ({type(error).__name__}): "
                                                               f"{hint}")
         if response.status_code != 200:
             return read_refusal(*read_error(response))
         body = json_of(response)
         if not isinstance(body, dict):
-            return Outcome(Kind.UNUSABLE, "unusable answer", f"the API's answer is not a JSON object: "
+            return Reading(Kind.UNUSABLE, "unusable answer", f"the API's answer is not a JSON object: "
                                                               f"{response.text[:80]!r}")
-        return Outcome(Kind.ANSWER, "answer", body=body)
+        return Reading(Kind.ANSWER, "answer", body=body)
 
 
 # --- errors ---------------------------------------------------------------------------------------
@@ -122,29 +122,29 @@ def read_refusal(code, status, message, details):
     """The outcome an error answer means, by what it says as much as by its status."""
     said, (scope, figure) = f"{code} {status}: {one_line(message)}", read_quota(message, details)
     if code == 429 and "credits are depleted" in message:
-        return Outcome(Kind.KEY_REFUSED, "429 credits depleted", f"Gemini says the prepayment credits of this key's "
+        return Reading(Kind.KEY_REFUSED, "429 credits depleted", f"Gemini says the prepayment credits of this key's "
                        f"project are used up ({said}): add credits, or use a key of a free-tier project")
     if code == 429 and (scope == "rpd" or re.search(r"limit: 0\b", message)):
-        return Outcome(Kind.QUOTA_SPENT, "429 per day", "daily quota spent", learned={"rpd": figure} if figure else {})
+        return Reading(Kind.QUOTA_SPENT, "429 per day", "daily quota spent", learned={"rpd": figure} if figure else {})
     if code == 429:
         delay = retry_delay(message, details)
         label = "429 per minute" if scope else "429 without details"
-        return Outcome(Kind.RETRY_LATER, label, f"per-minute limit ({label})",
+        return Reading(Kind.RETRY_LATER, label, f"per-minute limit ({label})",
                        delay=BARE_429_WAIT if delay is None else delay + min(1.0, delay / 10),
                        learned={scope: figure} if scope in ("rpm", "tpm") and figure else {})
     if feature := refused_feature(message):
-        return Outcome(Kind.REFUSED_FEATURE, "feature refused", f"Gemini refused the request ({said})", feature=feature,
+        return Reading(Kind.REFUSED_FEATURE, "feature refused", f"Gemini refused the request ({said})", feature=feature,
                        status=code if 400 <= code < 500 else 502)
     if code in TRANSIENT:
-        return Outcome(Kind.RETRY_LATER, f"server error {code}", f"answered {said}")
+        return Reading(Kind.RETRY_LATER, f"server error {code}", f"answered {said}")
     if code == 404:
-        return Outcome(Kind.MODEL_NOT_FOUND, "model not found", f"answered {said}")
+        return Reading(Kind.MODEL_NOT_FOUND, "model not found", f"answered {said}")
     if status == "FAILED_PRECONDITION":
-        return Outcome(Kind.KEY_REFUSED, "free tier unavailable", f"Gemini's free tier is not available here ({said}). "
+        return Reading(Kind.KEY_REFUSED, "free tier unavailable", f"Gemini's free tier is not available here ({said}). "
                        "See https://ai.google.dev/gemini-api/docs/available-regions")
     if code in (401, 403) or "API_KEY_INVALID" in json.dumps(details):
-        return Outcome(Kind.KEY_REFUSED, "key refused", key_refusal(code, status, message, details))
-    return Outcome(Kind.UNUSABLE, f"bad request {code}" if 400 <= code < 500 else f"unexpected {code}",
+        return Reading(Kind.KEY_REFUSED, "key refused", key_refusal(code, status, message, details))
+    return Reading(Kind.UNUSABLE, f"bad request {code}" if 400 <= code < 500 else f"unexpected {code}",
                    f"Gemini refused the request ({said})", status=code if 400 <= code < 500 else 502)
 
 

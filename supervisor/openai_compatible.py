@@ -2,7 +2,7 @@
 
     backend = OpenAICompatible(upstream, key, models, context_tokens=None)   # OPENAI_BASE_URL and friends
     backend.prepare(models)                  # asks the server each model's context; a plan to stop or wait
-    backend.ask(model, body, facts)          # an outcomes.Outcome for one chat completion
+    backend.ask(model, body, facts)          # an outcomes.Reading for one chat completion
     list_models(base, key)                   # python fallback.py --models: [{"model", "owned_by", "context"}]
 
 Ollama (http://localhost:11434/v1), llama.cpp's llama-server, llama-cpp-python, LM Studio, vLLM and LiteLLM's
@@ -32,7 +32,7 @@ from datetime import timedelta
 import requests
 
 from .answers import FOLD_TOKENS, MARGIN
-from .outcomes import TAPE, Kind, Outcome, TooLarge, fetch_bounded, one_line, utc_now
+from .outcomes import TAPE, Kind, Reading, TooLarge, fetch_bounded, one_line, utc_now
 from .streaming import STREAM, reader
 
 # --- settings ---------------------------------------------------------------------------------
@@ -201,39 +201,39 @@ class OpenAICompatible:
                 response = fetch_bounded("POST", f"{self.upstream}/chat/completions", unstreamed,  # it says why
                                          bearer(self.key), ANSWER_TIMEOUT)
         except TooLarge as error:
-            return Outcome(Kind.UNUSABLE, "unusable answer", f"the server sent {error}: not read")
+            return Reading(Kind.UNUSABLE, "unusable answer", f"the server sent {error}: not read")
         except requests.RequestException as error:
-            return Outcome(Kind.RETRY_LATER, "network error", f"cannot reach {self.upstream} ({type(error).__name__}): "
+            return Reading(Kind.RETRY_LATER, "network error", f"cannot reach {self.upstream} ({type(error).__name__}): "
                                                               "is the server still running?")
         self.reached = True
         if response.status_code != 200:
             return self.read_refusal(model, response.status_code, read_message(response), chat)
         body = json_of(response)
         if body is None:
-            return Outcome(Kind.UNUSABLE, "unusable answer", f"the server's answer is not a JSON object: "
+            return Reading(Kind.UNUSABLE, "unusable answer", f"the server's answer is not a JSON object: "
                                                               f"{response.text[:80]!r}")
-        return Outcome(Kind.ANSWER, "answer", body=as_gemini(body))
+        return Reading(Kind.ANSWER, "answer", body=as_gemini(body))
 
     def read_refusal(self, model, code, message, chat):
         """The outcome an error answer means, by what it says as much as by its status; `chat` is what was sent."""
         said = f"{code}: {one_line(message)}"
         if code in (401, 403) or KEY_WORDS.search(message):
-            return Outcome(Kind.KEY_REFUSED, "key refused", f"the server at {self.upstream} refused the key ({said}): "
+            return Reading(Kind.KEY_REFUSED, "key refused", f"the server at {self.upstream} refused the key ({said}): "
                                                              + KEY_FIX)
         if code == 404 or MISSING.search(message):
-            return Outcome(Kind.MODEL_NOT_FOUND, "model not found", self.missing(model, message, said))
+            return Reading(Kind.MODEL_NOT_FOUND, "model not found", self.missing(model, message, said))
         if OVERFLOW.search(message):
             return self.overflow(model, message, said)
         if REFUSED_FORMAT.search(message) and "response_format" in chat:  # json_schema first, then json_object
             feature = "json_schema" if chat["response_format"]["type"] == "json_schema" else "json_mode"
-            return Outcome(Kind.REFUSED_FEATURE, "feature refused", f"the server refused the request ({said})",
+            return Reading(Kind.REFUSED_FEATURE, "feature refused", f"the server refused the request ({said})",
                            feature=feature, status=code if 400 <= code < 500 else 502)
         if code == 429:
-            return Outcome(Kind.RETRY_LATER, "429 without details", "per-minute limit (429 without details)",
+            return Reading(Kind.RETRY_LATER, "429 without details", "per-minute limit (429 without details)",
                            delay=BARE_429_WAIT)
         if code in TRANSIENT:
-            return Outcome(Kind.RETRY_LATER, f"server error {code}", f"answered {said}")
-        return Outcome(Kind.UNUSABLE, f"bad request {code}" if 400 <= code < 500 else f"unexpected {code}",
+            return Reading(Kind.RETRY_LATER, f"server error {code}", f"answered {said}")
+        return Reading(Kind.UNUSABLE, f"bad request {code}" if 400 <= code < 500 else f"unexpected {code}",
                        f"the server refused the request ({said})", status=code if 400 <= code < 500 else 502)
 
     def overflow(self, model, message, said):
@@ -243,12 +243,12 @@ class OpenAICompatible:
         context, source, maximum = self.contexts.get(model, (self.context(model), "setting", None))
         if stated and 0 < int(stated.group(1)) < context:
             self.contexts[model] = (int(stated.group(1)), "error" if source == "setting" else source, maximum)
-            return Outcome(Kind.CONTEXT_TOO_SMALL, "context exceeded", f"{model}: the prompt is over the context the "
+            return Reading(Kind.CONTEXT_TOO_SMALL, "context exceeded", f"{model}: the prompt is over the context the "
                            f"server gives it ({said}): the next run is budgeted to {int(stated.group(1)):,} tokens",
                            replan=True)
         fix = (f"lower OPENAI_CONTEXT_TOKENS (now {context:,}) to the context your server gives the model, or start "
                "the server with a longer one") if source == "setting" else self.how_to_raise(model, 2 * context)
-        return Outcome(Kind.CONTEXT_TOO_SMALL, "context exceeded",
+        return Reading(Kind.CONTEXT_TOO_SMALL, "context exceeded",
                        f"{model}: the prompt is over the context the server gives it ({said}): {fix}")
 
     def missing(self, model, message, said):

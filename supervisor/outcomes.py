@@ -1,11 +1,11 @@
 """outcomes: the vocabulary between the gateway and its backends, and between the gateway and the seed.
 
     response = fetch_bounded("POST", url, body, headers, timeout)   # requests' Response, its body read to a cap
-    Outcome(Kind.RETRY_LATER, "server error 503", why="answered 503: Loading model")
+    Reading(Kind.RETRY_LATER, "server error 503", why="answered 503: Loading model")
     raise stopping("the server refused the key ...")                # a Reply: an error for the seed, in Gemini's
                                                                     # shape, and the problem it means for the run
 Each backend (gemini.py, openai_compatible.py) reads its server's answers and errors, whatever their status,
-into one Outcome; the gateway acts on its Kind and never reads a wire format itself. What the seed gets
+into one Reading; the gateway acts on its Kind and never reads a wire format itself. What the seed gets
 instead of an answer is a Reply: wait (until when), stop (why), or unusable.
 """
 import math
@@ -34,7 +34,7 @@ class Kind(Enum):
 
 
 @dataclass
-class Outcome:
+class Reading:
     """A backend's reading of one upstream response."""
     kind: Kind
     label: str                  # the ledger's name for it ("answer", "server error 503", "429 per day", ...)

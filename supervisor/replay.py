@@ -21,7 +21,7 @@ from . import record
 from .scrub import redact
 from .journal import LOG_HEAD, section_of
 from .openai_compatible import as_chat, as_gemini
-from .outcomes import TAPE, Kind, Outcome
+from .outcomes import TAPE, Kind, Reading
 from .settings import LOG, PROMPT_TOKENS, write_atomically
 
 ANSWERS = ("answer", "unusable answer")  # what a request came back as, when it came back with an answer
@@ -117,7 +117,7 @@ class Replay:
         """The iteration's next recorded answer (the request kept as sent); a wait of no length for one skipped; an
         unusable answer past the last."""
         if self.now["skipped"]:
-            return Outcome(Kind.RETRY_LATER, "replayed wait", f"the record's iteration {self.number} got no answer",
+            return Reading(Kind.RETRY_LATER, "replayed wait", f"the record's iteration {self.number} got no answer",
                            delay=0.0)
         request = self.now["answers"].pop(0) if self.now["answers"] else None
         found = record.exchange(self.root, request, self.decoded) if request else None
@@ -129,7 +129,7 @@ class Replay:
         except ValueError:
             answer = None
         if not isinstance(answer, dict):
-            return Outcome(Kind.UNUSABLE, "unusable answer", f"the record holds no answer to serve here (iteration "
+            return Reading(Kind.UNUSABLE, "unusable answer", f"the record holds no answer to serve here (iteration "
                                                                f"{self.number})" if request is None else
                            "the recorded answer is not a JSON object")
-        return Outcome(Kind.ANSWER, "answer", body=as_gemini(answer) if "choices" in answer else answer)
+        return Reading(Kind.ANSWER, "answer", body=as_gemini(answer) if "choices" in answer else answer)

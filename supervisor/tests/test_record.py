@@ -19,7 +19,7 @@ from test_fallback import good_change, run_fallback, wait_for
 from test_report import scripted_run
 
 record, journal = load_keeper("record"), load_keeper("journal")
-Outcome = load_keeper("iteration").Outcome
+Outcome = load_keeper("kinds").Outcome
 BROKEN = [("tests/test_broken.py", "def test_broken():\n    assert 1 == 2\n")]
 
 

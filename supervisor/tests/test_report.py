@@ -24,7 +24,7 @@ HOSTILE = "<script>alert(1)</script>"
 
 report, export, record = load_keeper("report"), load_keeper("export"), load_keeper("record")
 history, Reader = load_keeper("history"), load_keeper("snapshots").Reader
-Outcome, Result = load_keeper("iteration").Outcome, load_keeper("iteration").Result
+Outcome, Result = load_keeper("kinds").Outcome, load_keeper("kinds").Result
 
 
 class Workspace:
