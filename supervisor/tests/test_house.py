@@ -2,6 +2,7 @@
 the keeper does nothing (no file of the workspace read): the settings are read when fallback.py starts."""
 import ast
 import functools
+import importlib
 import json
 import subprocess
 import sys
@@ -85,3 +86,17 @@ print(json.dumps([path for path in opened if os.fsdecode(path).startswith(root)]
         (".py", ".pyc", "/supervisor", "/__pycache__"))]  # its modules, and their folders looked up
     assert code, "the hook saw the keeper's own modules opened"  # the audit is live
     assert sorted(set(opened) - set(code)) == []
+
+
+def test_a_secret_written_into_env_while_the_keeper_runs_is_scrubbed_from_then_on(tmp_path):
+    """.env is read for the settings once, at the start; the scrub reads it again whenever it changes, so a key a
+    person pastes in while the loop runs never reaches a file or the console."""
+    from test_iteration import keeper_in
+    root = fresh_workspace(tmp_path / "workspace")
+    scrub = importlib.import_module(keeper_in(root).kinds.__name__.rsplit(".", 1)[0] + ".scrub")
+    secret = "sk-live-" + "7" * 24
+    assert scrub.redact(f"token {secret}") == f"token {secret}"  # no .env yet: nothing to scrub
+    (root / ".env").write_text(f"MY_SERVICE_TOKEN={secret}\n")
+    assert scrub.redact(f"token {secret}") == "token [MY_SERVICE_TOKEN]"
+    (root / ".env").write_text(f"MY_SERVICE_TOKEN={secret}\nOTHER_PASSWORD=hunter2-hunter2\n")  # a size of its own
+    assert scrub.redact("hunter2-hunter2 and " + secret) == "[OTHER_PASSWORD] and [MY_SERVICE_TOKEN]"
