@@ -37,6 +37,7 @@ from pathlib import Path
 
 from . import answers, door, names, outcomes, scrub
 from .answers import CHARS_PER_TOKEN, MARGIN, TOKEN_FIELDS
+from .kinds import SAME_FILES
 from .ledger import Books, next_pacific_midnight, utc_now
 from .models import FEATURES, Models
 from .outcomes import Kind, MovedOn, Reply, Retry, refusal, stopping, unusable, waiting
@@ -51,7 +52,6 @@ MINUTE_WAITS = 2          # per-minute limits waited out within one request of t
 BACKOFF = 2.0             # seconds before the first retry after a server or network error; doubled, ±50 % jitter
 MAX_WAIT = 180.0          # seconds one request of the seed may wait inside the gateway in all
 STREAK = 5                # answers in a row of one model that landed nothing, after which the console says why
-SAME_FILES = "the same files again"  # what an answer came to whose files were as they were, or as last rolled back
                           # in a row of the same files (unless the seed asks one): at 0.2 the 1.5B sent its landed
                           # notes.py back unchanged six times running, and a failing test it was shown, five
 LINGER = 10.0             # seconds close_run waits for a request still under way upstream

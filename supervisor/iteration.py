@@ -26,8 +26,7 @@ from . import blame, evaluate, gate, journal, snapshots as snap, terrarium, zygo
 from .answers import CHARS_PER_TOKEN
 from .events import phase, tell
 from .scrub import redact, secret_in
-from .gateway import SAME_FILES
-from .kinds import Failure, Outcome, Result, RunFailure, ScoreFailure
+from .kinds import SAME_FILES, Failure, Outcome, Result, RunFailure, ScoreFailure
 from .settings import (DRY_SPELL, EX_CONFIG, EX_UNAVAILABLE, FAULT_PAUSE, FULL_GATE_EVERY, NOT_YOURS, SETTLING,
                        SUSPICION, UNDER_WAY, load_json, save_json, write_atomically)
 from .untrusted import Untrusted

@@ -8,6 +8,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
 
+SAME_FILES = "the same files again"  # what an answer came to whose files were as they were, or as last rolled
+# back (the gateway's tally of a model's answers counts it as it is)
+
 
 class Outcome(Enum):
     """What an iteration came to; its row keeps the value, and every view renders from it."""

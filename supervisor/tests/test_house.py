@@ -55,6 +55,7 @@ def test_base_rooms_import_nothing_of_the_keeper_and_the_store_never_a_view_or_t
     assert {room: GRAPH[room] for room in BASE if GRAPH[room]} == {}
     wrong = {room: GRAPH[room] & (VIEWS | {"iteration", "gateway", "backends"}) for room in STORE_AND_DOING}
     assert {room: below for room, below in wrong.items() if below} == {}
+    assert GRAPH["iteration"] & (VIEWS | {"gateway", "backends"}) == set()  # the policy is handed the gateway
 
 
 def test_importing_every_part_of_the_keeper_reads_no_file_of_the_workspace(tmp_path):
