@@ -179,7 +179,7 @@ def iterate(index, args, memory, gateway, totals, confinement):
         except OSError as error:  # the disk still full: the next iteration saves it, or waits again
             say(f"cannot write backups/ ({error}): {cli.what_to_free(error)}")
         return result, None
-    note_dry_spell(index, result, memory)
+    result = note_dry_spell(index, result, memory)
     row = book.row_of(number, result, time.monotonic() - began, started)
     page.due = True
     try:

@@ -140,9 +140,9 @@ def run_iteration(number, index, timeout, memory, gateway, confinement=""):
         raise
     finally:
         UNDER_WAY.unlink(missing_ok=True)
-    result.confinement, result.refusals, result.budget = confinement, refusals(output), plan["budget"]
+    result = replace(result, confinement=confinement, refusals=refusals(output), budget=plan["budget"])
     if run.said["answered"] and result.outcome is not Outcome.LANDED:
-        result.waste = waste_of(result)  # kept with the row's requests: usage.json is made from the record
+        result = replace(result, waste=waste_of(result))  # kept with the row's requests: usage.json is made from it
     repeated = False
     if result.outcome is Outcome.LANDED or isinstance(result.failure, Failure) and run.said["answered"]:
         repeated = memory.recall(*mendable(run, result))
@@ -150,7 +150,7 @@ def run_iteration(number, index, timeout, memory, gateway, confinement=""):
         came = came_to(run, result, repeated)
         memory.again = memory.again + 1 if came == SAME_FILES else 0
         streak = gateway.tally(run.said["model"], came)
-        result.stalled = streak or result.stalled
+        result = replace(result, stalled=streak or result.stalled)
     return result
 
 
@@ -264,9 +264,8 @@ def settle(number, index, start, run, memory):
         result = settle_run(number, index, start, run, verdict, score)
     if left_out and result.outcome is Outcome.LANDED:  # told only when the rest landed (its score may have fallen)
         journal.add_failure_task(*left_out, start["id"], journal.failure_mark(*left_out))
-    result.verdict, result.score = verdict, score
-    result.gate_seconds = round(time.monotonic() - began, 3) if run.changes and not run.untrusted else None
-    return result
+    return replace(result, verdict=verdict, score=score,
+                   gate_seconds=round(time.monotonic() - began, 3) if run.changes and not run.untrusted else None)
 
 
 def the_rest(start, index, run, verdict, dropped, told, tests=False):
@@ -498,13 +497,13 @@ def blame_the_world(number, index, start, run, memory, fault, cause):
 def wait_for_the_world(result, memory, detail, cause):
     """Wait after a failure from outside the code, a little longer each time, and say what was seen there."""
     memory.pause = min(max(FAULT_PAUSE, 2 * memory.pause), 3600)
-    result.until = datetime.now(timezone.utc) + timedelta(seconds=memory.pause)
     where = "while the model still had its request" if cause is ASKING else "at the last known-good state too"
-    result.summary = f"{headline_of(result.failure, detail)} {where}"
-    result.reason = f"{journal.error_line(result.output) or headline_of(result.failure, detail)}; " + (
-        f"{cause}: the cause is outside the code (raise --timeout, the seconds a run may take)" if cause is ASKING else
-        f"the same happens at the last known-good state, and {cause}: the cause is outside the code")
-    return result
+    return replace(result, until=datetime.now(timezone.utc) + timedelta(seconds=memory.pause),
+                   summary=f"{headline_of(result.failure, detail)} {where}",
+                   reason=f"{journal.error_line(result.output) or headline_of(result.failure, detail)}; " + (
+                       f"{cause}: the cause is outside the code (raise --timeout, the seconds a run may take)"
+                       if cause is ASKING else f"the same happens at the last known-good state, and {cause}: the "
+                       "cause is outside the code"))
 
 
 def roll_back(index, start, walk, number, bad, files):
@@ -529,26 +528,28 @@ def keep_failed(index, number, files):
 
 # --- after the iteration ----------------------------------------------------------------------------
 def note_dry_spell(index, result, memory):
-    """Count iterations in a row that asked the model, or failed, and landed nothing; at DRY_SPELL say so, at twice
-    that walk back one known-good state."""
+    """The result, with the dry spell said: count iterations in a row that asked the model, or failed, and landed
+    nothing; at DRY_SPELL say so, at twice that walk back one known-good state."""
     if result.outcome is Outcome.LANDED:
         memory.dry = 0
-        return
+        return result
     failed = result.outcome in (Outcome.ROLLED_BACK, Outcome.TAMPERED)
     if not (failed or result.outcome is Outcome.NO_CHANGE and result.said.get("requests")):
-        return
+        return result
     memory.dry += 1
-    if memory.dry % DRY_SPELL == 0:
-        result.stalled = f"nothing has landed in the last {memory.dry} iterations"
-        if memory.dry >= 2 * DRY_SPELL:
-            here = snap.snapshot(index, "before", index["iteration"])
-            memory.bad.add(here["id"])
-            target = snap.walk_back(index, memory.bad)
-            snap.restore(target)
-            result.stalled += f"; went back to snapshot {target['id']} (this state is kept as {here['id']})"
-            memory.dry = 0
-        journal.add_failure_task(f"Stalled: {result.stalled}. Change approach: smaller, surer steps.", "",
-                                 index["snapshots"][-1]["id"], journal.failure_mark("stalled", ""))
+    if memory.dry % DRY_SPELL:
+        return result
+    stalled = f"nothing has landed in the last {memory.dry} iterations"
+    if memory.dry >= 2 * DRY_SPELL:
+        here = snap.snapshot(index, "before", index["iteration"])
+        memory.bad.add(here["id"])
+        target = snap.walk_back(index, memory.bad)
+        snap.restore(target)
+        stalled += f"; went back to snapshot {target['id']} (this state is kept as {here['id']})"
+        memory.dry = 0
+    journal.add_failure_task(f"Stalled: {stalled}. Change approach: smaller, surer steps.", "",
+                             index["snapshots"][-1]["id"], journal.failure_mark("stalled", ""))
+    return replace(result, stalled=stalled)
 
 
 def waste_of(result):

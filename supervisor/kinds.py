@@ -72,9 +72,10 @@ class Verdict:
         return f"{self.failure.value}: {self.detail}" if self.detail else self.failure.value
 
 
-@dataclass
+@dataclass(frozen=True)
 class Result:
-    """What one iteration came to: the loop reads it, the record writes it once, the views render that row."""
+    """What one iteration came to, a value: the loop reads it, the record writes it once, the views render that
+    row. What is learned after it is built makes a new one (dataclasses.replace)."""
     outcome: Outcome
     summary: str = ""              # what the headline says after the outcome: the failure, why nothing changed
     reason: str = ""               # why, in one line, with what to do about it where there is something to do

@@ -1,13 +1,16 @@
 """The house's shape, read from the code: how deep its imports go, which rooms may import which, and that importing
 the keeper does nothing (no file of the workspace read): the settings are read when fallback.py starts."""
 import ast
+import dataclasses
 import functools
 import importlib
 import json
 import subprocess
 import sys
 
-from conftest import REPO, fresh_workspace
+import pytest
+
+from conftest import REPO, fresh_workspace, load_keeper
 
 ROOMS = {p.stem: p for p in (REPO / "supervisor").glob("*.py") if p.stem != "__init__"}
 ROOMS["fallback"] = REPO / "fallback.py"
@@ -101,3 +104,10 @@ def test_a_secret_written_into_env_while_the_keeper_runs_is_scrubbed_from_then_o
     assert scrub.redact(f"token {secret}") == "token [MY_SERVICE_TOKEN]"
     (root / ".env").write_text(f"MY_SERVICE_TOKEN={secret}\nOTHER_PASSWORD=hunter2-hunter2\n")  # a size of its own
     assert scrub.redact("hunter2-hunter2 and " + secret) == "[OTHER_PASSWORD] and [MY_SERVICE_TOKEN]"
+
+
+def test_what_an_iteration_came_to_is_a_value_no_room_changes_after_it_is_built():
+    kinds = load_keeper("kinds")
+    for value, field in ((kinds.Result(kinds.Outcome.LANDED), "summary"), (kinds.Verdict(), "detail")):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(value, field, "changed by a room after the policy built it")

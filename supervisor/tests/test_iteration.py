@@ -175,14 +175,14 @@ def test_a_dry_spell_becomes_a_task_and_twice_as_long_walks_back_one_known_good_
     results = []
     for n in range(2 * k.settings.DRY_SPELL):
         k.index["iteration"] = 3 + n
-        results.append(k.kinds.Result(k.kinds.Outcome.NO_CHANGE, said=said()))
-        k.iteration.note_dry_spell(k.index, results[-1], memory)
+        results.append(k.iteration.note_dry_spell(k.index, k.kinds.Result(k.kinds.Outcome.NO_CHANGE, said=said()),
+                                                  memory))
     assert results[k.settings.DRY_SPELL - 1].stalled == f"nothing has landed in the last {k.settings.DRY_SPELL} iterations"
     assert "went back to snapshot" in results[-1].stalled and memory.dry == 0
     assert (k.root / "notes.py").read_text() == "NOTES = []\n"
     waits = k.kinds.Result(k.kinds.Outcome.WAITING, said=said(requests=0))
-    k.iteration.note_dry_spell(k.index, waits, memory)  # a wait asks nothing: it is no dry iteration
-    k.iteration.note_dry_spell(k.index, nothing, memory)
+    assert k.iteration.note_dry_spell(k.index, waits, memory) == waits  # a wait asks nothing: no dry iteration
+    assert k.iteration.note_dry_spell(k.index, nothing, memory) == nothing
     assert memory.dry == 1 and "Stalled:" in (k.root / "pending_tasks.md").read_text()
 
 

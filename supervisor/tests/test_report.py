@@ -11,6 +11,7 @@ import random
 import re
 import subprocess
 from collections import Counter
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from html.parser import HTMLParser
 
@@ -86,11 +87,11 @@ class Workspace:
             kept = self.snapshot("failed", changed, time)
             lines += [f"- Reason: {reason}", f"- Restored snapshot {start['id']}; the failing state is kept as "
                                              f"snapshot {kept['id']}"]
-            result.reason, result.restored, result.kept = reason, start["id"], kept["id"]
+            result = replace(result, reason=reason, restored=start["id"], kept=kept["id"])
         elif kind is Outcome.LANDED:
             self.files = changed
             if self.landed_snapshots:
-                result.after = self.snapshot("landed", changed, time)["id"]
+                result = replace(result, after=self.snapshot("landed", changed, time)["id"])
         lines.append(f"- Model: {model}, {requests} request(s), tokens 1,000 prompt + 200 output + 0 thinking; 1.0 s")
         with (self.root / "iteration_log.md").open("a") as log:
             log.write("\n" + "\n".join(lines) + "\n")
