@@ -179,7 +179,7 @@ def run_checks(files, contract, changes=None, split=False):
     contract = [CONTRACT] if contract and (ROOT / CONTRACT).is_file() else []  # as judged_copy lays it out
     tests = first if sound else [*first, *contract, *(rel for rel in every if rel not in first)]
     phase(f"checking: {len(modules)} module(s) import, pytest over {len(tests)} of {len(every) + len(contract)} "
-               "test file(s)")
+          "test file(s)")
     parts = 2 if split and len(tests) >= PARALLEL_FROM and cores() >= 2 and apart(files) else 1
     rules = policy(own_servers=True, judged=JUDGED)
     rules["read"].append(str(CHECK))  # the one file of the keeper's the child reads

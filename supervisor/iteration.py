@@ -350,7 +350,7 @@ def scored(run, start):
     if "problem" in found:
         if "problem" in evaluate.score_of(snap.files_of(start)):
             tell(f"{found['problem']} at the last known-good state too: evaluate.py is yours to fix (no task for the "
-                "model; the change is judged without a score)")
+                 "model; the change is judged without a score)")
             return None, None, "", ""
         if ratchet:
             return None, ScoreFailure.BROKEN, found["problem"], found["output"]

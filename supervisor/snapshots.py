@@ -357,10 +357,10 @@ def finish_restore(index):
         try:
             failed = restore(entry)
             tell(f"finished the restore of snapshot {wanted} that was under way when the last run stopped"
-                + (f" ({len(failed)} file(s) could not be written: {failed[0][1]})" if failed else ""))
+                 + (f" ({len(failed)} file(s) could not be written: {failed[0][1]})" if failed else ""))
         except (FileNotFoundError, ValueError):
             tell(f"the restore of snapshot {wanted} under way when the last run stopped was given up: the snapshot is "
-                "damaged (part of it is gone from backups/)")
+                 "damaged (part of it is gone from backups/)")
     RESTORING.unlink(missing_ok=True)
 
 

@@ -281,8 +281,8 @@ def finish_landing(start):
     if broken:
         undone = undo_landing({rel: sha for rel, sha in plan.items() if rel not in {f[0] for f in failed}}, start)
         tell(f"the landing under way when the last run stopped could not be finished ({broken[0]}"
-            f"{f' and {len(broken) - 1} more' if len(broken) > 1 else ''}): "
-            + ("it was undone" if undone else "it could not be undone either (its snapshot is gone): the folder "
+             f"{f' and {len(broken) - 1} more' if len(broken) > 1 else ''}): "
+             + ("it was undone" if undone else "it could not be undone either (its snapshot is gone): the folder "
                "holds what could be written"))
     elif plan:
         tell(f"finished the landing of {len(plan)} file(s) that was under way when the last run stopped")
@@ -323,7 +323,7 @@ def set_aside(index, start, number):
     if files != begun:
         kept = snap.snapshot(index, "interrupted", number, files=files)
         tell(f"the interrupted run's changes are kept as snapshot {kept['id']} (python fallback.py --materialise "
-            f"{kept['id']} writes them out); the codebase is as it was")
+             f"{kept['id']} writes them out); the codebase is as it was")
     sync_work()
 
 
