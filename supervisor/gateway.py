@@ -37,7 +37,6 @@ from pathlib import Path
 
 from . import answers, door, names, outcomes, scrub
 from .answers import CHARS_PER_TOKEN, MARGIN, TOKEN_FIELDS
-from .kinds import SAME_FILES
 from .ledger import Books, next_pacific_midnight, utc_now
 from .models import FEATURES, Models
 from .outcomes import Kind, MovedOn, Reply, Retry, refusal, stopping, unusable, waiting
@@ -148,15 +147,14 @@ class Gateway:
             return {**report_of(run), "asking": asking}
 
     def tally(self, model, wasted_on):
-        """Keep what each answer of a model came to (None: it landed; else what it failed on, in words): after STREAK
+        """Keep what each answer of a model came to (None: it landed; else the kind of what it failed on): after STREAK
         in a row that landed nothing, a line on the console saying what they came to (returned too); else None."""
         with self.lock:
             if wasted_on is None:
                 self.wasted.pop(model, None)
                 return None
             wasted = self.wasted.setdefault(model, [])
-            wasted.append(wasted_on if wasted_on == SAME_FILES else re.split(r"[:(]", wasted_on)[0].strip() or
-                          "no change")
+            wasted.append(wasted_on)
             if len(wasted) % STREAK:
                 return None
             kinds = ", ".join(f"{n} {kind}" for kind, n in Counter(wasted).most_common())

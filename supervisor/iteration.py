@@ -155,12 +155,15 @@ def run_iteration(number, index, timeout, memory, gateway, confinement=""):
 
 
 def came_to(run, result, repeated):
-    """What an answer came to, for the gateway's tally of a model's answers: None when it landed; SAME_FILES when
-    its files were as they were, or as the answer rolled back before (`repeated`)."""
+    """What kind of thing an answer came to, for the gateway's tally of a model's answers: None when it landed;
+    SAME_FILES when its files were as they were, or as the answer rolled back before (`repeated`); else its failure,
+    or the kind the seed's reason for no change starts with ("not valid JSON: ..."), the words before its details."""
     if result.outcome is Outcome.LANDED:
         return None
     same = result.outcome is Outcome.NO_CHANGE and run.said["outcome"] == "applied" and not run.said["refused"]
-    return SAME_FILES if repeated or same and not result.changes else result.summary  # (spacing only: no changes)
+    if repeated or same and not result.changes:  # (spacing only: no changes)
+        return SAME_FILES
+    return result.failure.value if result.failure else re.split(r"[:(]", result.summary)[0].strip() or "no change"
 
 
 def mendable(run, result):
