@@ -8,12 +8,11 @@ import difflib
 import json
 import os
 import sys
-from datetime import datetime, timezone
 
 from . import backends, journal, record
 from .scrub import printable
-from .ledger import pacific_day, reached
-from .settings import BACKUPS, INDEX, QUOTA, ROOT, load_json
+from .ledger import Books, pacific_day, reached
+from .settings import BACKUPS, INDEX, ROOT
 from .snapshots import codebase_size, current, load_index, retention, run_worked
 
 KINDS = ("landed", "no change", "rolled back", "tampered", "waiting", "stopped", "other")  # as the run's totals say them
@@ -41,16 +40,16 @@ def show_status(holder):
           "page lists them apart)")
     for task in tasks[:5]:
         print(f"  - {printable(cut_at_a_word(task, 100))}")
-    today, quota, now = record.ledger(ROOT).get(pacific_day(), {}), load_json(QUOTA), datetime.now(timezone.utc)
+    today, books = record.ledger(ROOT).get(pacific_day(), {}), Books(BACKUPS)  # quota.json's one reader
     models = backends.chosen_models(os.environ)  # GEMINI_MODEL's, or OPENAI_MODEL's with a server of one's own
     print(f"models today (Pacific day {pacific_day()}):")
-    for model in dict.fromkeys(models + list(today) + list(quota)):
+    for model in dict.fromkeys(models + list(today) + list(books.quota)):
         use = today.get(model, {})
         wasted, unreached = sum(use.get("wasted", {}).values()), use.get("requests", 0) - reached(use)
         print(f"  {model:<28} {reached(use):>3} request(s), {wasted - unreached} wasted, "
               f"{use.get('prompt', 0) + use.get('output', 0) + use.get('thinking', 0):>9,} tokens  "
-              f"{model_state(quota.get(model, {}), now)}" + (f"  (and {unreached} that never reached it)"
-                                                               if unreached else ""))
+              f"{model_state(books.blocked(model))}" + (f"  (and {unreached} that never reached it)"
+                                                        if unreached else ""))
     index = load_index() if INDEX.exists() else {"snapshots": []}
     print(f"backups: {len(index['snapshots'])} snapshot(s), {disk_use(BACKUPS) / 1e6:.1f} MB; {where_it_stands(index)}")
     print(f"  {retention(index)}")
@@ -105,15 +104,9 @@ def where_it_stands(index):
     return f"{state}; the newest a run worked from: {worked[-1] if worked else 'none yet'}"
 
 
-def model_state(entry, now):
-    """ok, or spent / gone until a local time, from the gateway's memory."""
-    try:
-        until = datetime.fromisoformat(entry["until"])
-        if until > now:
-            return f"{entry.get('why', 'blocked')} until {until.astimezone():%a %H:%M} local"
-    except (KeyError, TypeError, ValueError):
-        pass
-    return "ok"
+def model_state(blocked):
+    """ok, or spent / gone until a local time, from the gateway's memory (Books.blocked)."""
+    return f"{blocked[0]} until {blocked[1].astimezone():%a %H:%M} local" if blocked else "ok"
 
 
 def disk_use(folder):
