@@ -1,7 +1,8 @@
 """envfile: the workspace's .env as a person wrote it, with any editor. Read when fallback.py starts, never at import.
 
     load(path)           its settings put in the environment (real environment variables win); the names it sets
-                         (WRITTEN) and a line for each statement that cannot be read (PROBLEMS), for preflight.py
+                         (WRITTEN), those the environment held already (OVERRIDDEN), the names a line gives a value
+                         to (ASSIGNED) and a line for each statement that cannot be read (PROBLEMS), for preflight.py
     values(path, stamp)  {name: value} as the file was at `stamp`: scrub.py reads it again when it changes
 
 A byte-order mark is fine. A file that is not UTF-8 text, or a line that is not NAME=value, is a problem said in one
@@ -11,10 +12,13 @@ line, never raised; python-dotenv's own warnings are not shown, and a problem na
 import functools
 import io
 import logging
+import os
 import re
 
 PROBLEMS = []  # what load() found that cannot be read, each as one line saying what to fix
 WRITTEN = set()  # the names .env sets, as load() read them
+ASSIGNED = set()  # the names a line of .env gives a value to, read or not (a line python-dotenv could not read too)
+OVERRIDDEN = set()  # the names .env sets that the environment held already (it wins)
 
 
 def load(path):
@@ -24,7 +28,9 @@ def load(path):
     if text is None:
         return
     PROBLEMS.extend(unreadable_lines(text))
+    ASSIGNED.update(re.findall(r"^[ \t]*(?:export[ \t]+)?([A-Za-z_][\w.]*)[ \t]*=[ \t]*\S", text, re.M))
     WRITTEN.update(binding.key for binding in parsed(text) if binding.key)
+    OVERRIDDEN.update(name for name in WRITTEN if name in os.environ)
     quiet = logging.getLogger("dotenv.main")
     quiet.disabled, was = True, quiet.disabled  # each line it cannot parse is said above, with its number
     try:

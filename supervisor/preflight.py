@@ -25,9 +25,8 @@ def check_setup(need_key=True, writes=True):
     if problems:
         return problems[0] + (f" ({len(problems) - 1} more after this one)" if len(problems) > 1 else "")
     if need_key and not os.environ.get("GEMINI_API_KEY", "").strip() and not os.environ.get("OPENAI_BASE_URL"):
-        dotenv = (ROOT / ".env").read_text("utf-8", "replace") if (ROOT / ".env").is_file() else ""
-        if re.search(r"^[ \t]*(export[ \t]+)?GEMINI_API_KEY[ \t]*=[ \t]*\S", dotenv, re.M):
-            if "GEMINI_API_KEY" in os.environ:
+        if "GEMINI_API_KEY" in envfile.ASSIGNED:  # .env gives it a value, and the environment has none
+            if "GEMINI_API_KEY" in envfile.OVERRIDDEN:
                 return "GEMINI_API_KEY is set but empty in the environment, which wins over .env: unset it"
             return "GEMINI_API_KEY in .env could not be read: write it as one line,  GEMINI_API_KEY=your-key"
         where = "put it in .env as  GEMINI_API_KEY=your-key" if (ROOT / ".env").is_file() else \

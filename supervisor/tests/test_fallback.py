@@ -347,6 +347,23 @@ def test_a_missing_key_stops_before_anything_runs(workspace, env, gemini):
     assert gemini.requests == [] and not (workspace / "backups" / "index.json").exists()
 
 
+@pytest.mark.parametrize("line, environment, said", [
+    ("GEMINI_API_KEY=AIzaSyKEY-IN-ENV-0000000000000000000", "", "GEMINI_API_KEY is set but empty in the environment, "
+                                                               "which wins over .env: unset it"),
+    ("GEMINI_API_KEY= #AIzaSyKEY-AFTER-A-HASH-000000000000000", None, "GEMINI_API_KEY in .env could not be read: write "
+                                                                       "it as one line,  GEMINI_API_KEY=your-key")],
+    ids=["empty in the environment", "read as a comment"])
+def test_a_key_written_in_env_that_does_not_reach_the_keeper_is_said_as_such(workspace, env, gemini, line,
+                                                                              environment, said):
+    """.env is read once, at the start (envfile.py): what it gave a value to and what the environment holds decide."""
+    del env["GEMINI_API_KEY"]
+    if environment is not None:
+        env["GEMINI_API_KEY"] = environment
+    (workspace / ".env").write_text(line + "\n")
+    done = run_fallback(workspace, env, "--iterations", "1")
+    assert (done.returncode, done.stderr.strip()) == (78, f"fallback: {said}") and gemini.requests == []
+
+
 @pytest.mark.parametrize("mistake, says", [
     (lambda root: (root / "goal.md").unlink(), "goal.md is missing or empty"),
     (lambda root: (root / "goal.md").write_text("  \n"), "goal.md is missing or empty"),
