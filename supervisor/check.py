@@ -13,6 +13,9 @@ Each test runs in a temporary folder of its own that links to the copy's top-lev
 the gate may ask for PARTS processes at once (SECONDS each at most): only a clean pass there is told; anything else
 runs again in this one process, whose verdict counts. Imports only the standard library,
 and pytest when there are tests: nothing of the model's, and nothing of the keeper's.
+
+The channel's other end is here too, the keeper's: `listen(run)` gives a child the pipe and the token, and reads
+back what was signed (gate.py and evaluate.py hear their children through it).
 """
 import json
 import os

@@ -27,9 +27,10 @@ def load(path):
     text = read(path, PROBLEMS)
     if text is None:
         return
-    PROBLEMS.extend(unreadable_lines(text))
+    bindings = parsed(text)
+    PROBLEMS.extend(unreadable_lines(bindings))
     ASSIGNED.update(re.findall(r"^[ \t]*(?:export[ \t]+)?([A-Za-z_][\w.]*)[ \t]*=[ \t]*\S", text, re.M))
-    WRITTEN.update(binding.key for binding in parsed(text) if binding.key)
+    WRITTEN.update(binding.key for binding in bindings if binding.key)
     OVERRIDDEN.update(name for name in WRITTEN if name in os.environ)
     quiet = logging.getLogger("dotenv.main")
     quiet.disabled, was = True, quiet.disabled  # each line it cannot parse is said above, with its number
@@ -66,11 +67,12 @@ def parsed(text):
     return list(parse_stream(io.StringIO(text)))
 
 
-def unreadable_lines(text):
-    """A line of .env for each statement python-dotenv cannot read, or that a quote left open runs past its line
-    (it would swallow the lines after it); the setting's name is shown, never its value (it may be a key)."""
+def unreadable_lines(bindings):
+    """A line of .env for each of python-dotenv's statements (`bindings`) that it cannot read, or that a quote left
+    open runs past its line (it would swallow the lines after it); the setting's name is shown, never its value (it
+    may be a key)."""
     problems = []
-    for binding in parsed(text):
+    for binding in bindings:
         lines = binding.original.string.rstrip("\n").split("\n")
         blank = next((n for n, line in enumerate(lines) if line.strip()), 0)  # blank lines it starts with
         first, more = lines[blank], lines[blank + 1:]

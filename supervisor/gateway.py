@@ -51,8 +51,6 @@ MINUTE_WAITS = 2          # per-minute limits waited out within one request of t
 BACKOFF = 2.0             # seconds before the first retry after a server or network error; doubled, ±50 % jitter
 MAX_WAIT = 180.0          # seconds one request of the seed may wait inside the gateway in all
 STREAK = 5                # answers in a row of one model that landed nothing, after which the console says why
-                          # in a row of the same files (unless the seed asks one): at 0.2 the 1.5B sent its landed
-                          # notes.py back unchanged six times running, and a failing test it was shown, five
 LINGER = 10.0             # seconds close_run waits for a request still under way upstream
 RETRY_LATER = timedelta(minutes=5)  # when to try again after the server stayed busy or out of reach
 GONE_FOR = timedelta(days=1)        # a model that was not found is not asked again before this

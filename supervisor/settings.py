@@ -60,7 +60,6 @@ def number(name, default, least, kind=int):
     return default
 
 
-
 BACKUPS = ROOT / "backups"
 INDEX = BACKUPS / "index.json"          # the snapshots, which are known good, the iteration count
 OBJECTS = BACKUPS / "objects"           # every content a snapshot holds, once, named by its sha256

@@ -394,8 +394,8 @@ def run_bounded(command, env, timeout, rules, watch=None, cwd=WORK, pass_fds=(),
     child that prints without end neither blocks nor fills a file. At the end (timeout, Ctrl+C or normal
     exit) the group is killed, then every process the run left (this process is their subreaper; a zygote's
     child that is `contained` left none), so none outlives its run; without namespaces of its own, what it left in
-    /dev/shm is taken away, and over rules["shm"] it fails. `start(command, rules, cwd, env, pass_fds)` starts it (by default `launched`; the gate's
-    checks: zygote.start, a Popen or one like it)."""
+    /dev/shm is taken away, and over rules["shm"] it fails. `start(command, rules, cwd, env, pass_fds)` starts it
+    (by default `launched`; the gate's checks: zygote.start, a Popen or one like it)."""
     shared = None if rules["isolate"] else sandbox.shm_entries()
     sandbox.become_subreaper()
     child = (start or launched)(command, rules, cwd, env, pass_fds)
