@@ -314,23 +314,29 @@ def isolation():
     if not sys.platform.startswith("linux"):
         return False, f"no namespaces on {sys.platform}"
     said, tell = os.pipe()
-    trial = os.fork()
-    if trial == 0:  # the whole setup, in a child that ends at once; what the kernel refused, it writes down
-        os.close(said)
-        try:
-            unshare()
-            set_up_namespaces({"shm": 1 << 20, "read": [], "write": []})
-            init = os.fork()
-            if init == 0:
-                mount_proc()
-                os._exit(0)
-            os._exit(os.waitstatus_to_exitcode(os.waitpid(init, 0)[1]) & 255)
-        except OSError as error:
-            os.write(tell, (f"{error.strerror}: {error.filename}" if error.filename else error.strerror).encode())
-        finally:
-            os._exit(1)
-    os.close(tell)
-    _, status = os.waitpid(trial, 0)
+    # Ctrl+C and SIGTERM wait until the trial is over: one handled inside fork's own hooks in this process is lost
+    # (printed as ignored), and leaves logging's lock held, so the next request of any thread hangs
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        trial = os.fork()
+        if trial == 0:  # the whole setup, in a child that ends at once; what the kernel refused, it writes down
+            os.close(said)
+            try:
+                unshare()
+                set_up_namespaces({"shm": 1 << 20, "read": [], "write": []})
+                init = os.fork()
+                if init == 0:
+                    mount_proc()
+                    os._exit(0)
+                os._exit(os.waitstatus_to_exitcode(os.waitpid(init, 0)[1]) & 255)
+            except OSError as error:
+                os.write(tell, (f"{error.strerror}: {error.filename}" if error.filename else error.strerror).encode())
+            finally:
+                os._exit(1)
+        os.close(tell)
+        _, status = os.waitpid(trial, 0)
+    finally:  # (the trial ends in os._exit: only this process comes here)
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
     with open(said, "rb") as refused:
         why = refused.read().decode(errors="replace")
     if os.waitstatus_to_exitcode(status) == 0:
