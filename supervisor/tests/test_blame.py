@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 import fake_gemini as api
+from test_every_request import linger_for_one_second
 from test_fallback import outcomes, run_fallback
 
 
@@ -99,7 +100,8 @@ def test_a_seed_that_ends_by_itself_while_the_model_answers_is_the_codes_failure
     env["SEED_FAULT_PAUSE"] = "1"
     seed = (workspace / "seed.py").read_text()
     (workspace / "seed.py").write_text(seed.replace("def main():\n", "def main():\n" + ASK_THEN_QUIT, 1))
-    gemini.reply(api.answer([("a.py", "a = 1\n")]), delay=12)
+    gemini.reply(api.answer([("a.py", "a = 1\n")]), delay=6)  # under way still when the keeper stops waiting for it
+    linger_for_one_second(workspace)
     done = run_fallback(workspace, env, "--iterations", "1", timeout=200)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert outcomes(workspace)[0].startswith("rolled back: seed.py crashed"), outcomes(workspace)

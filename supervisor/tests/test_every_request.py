@@ -69,10 +69,19 @@ def test_ctrl_c_while_the_gate_judges_the_answer_keeps_the_request_and_its_excha
 
 
 def test_a_seed_ended_by_timeout_while_the_model_answers_keeps_the_request_with_its_day(workspace, env, gemini):
-    gemini.reply(api.answer([("slow.py", "x = 1\n")]), delay=15)
+    gemini.reply(api.answer([("slow.py", "x = 1\n")]), delay=6)  # under way still when the keeper stops waiting for it
+    linger_for_one_second(workspace)
     done = run_fallback(workspace, env, "--iterations", "1", "--timeout", "2")
     assert done.returncode == 0, done.stderr
     said_everywhere(workspace, env, done.stdout)
+
+
+def linger_for_one_second(root):
+    """The keeper of this workspace waits one second, not ten, for a request under way when its run ended."""
+    gateway = root / "supervisor" / "gateway.py"
+    text = gateway.read_text()
+    assert "\nLINGER = 10.0 " in text
+    gateway.write_text(text.replace("\nLINGER = 10.0 ", "\nLINGER = 1.0 ", 1))
 
 
 def test_a_request_cut_short_by_kill_9_is_in_the_row_the_next_start_writes(workspace, env, gemini):
