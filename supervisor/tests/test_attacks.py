@@ -410,8 +410,8 @@ def test_pythonpath_naming_the_folder_lets_no_run_read_the_key(keyed, env, gemin
 
 def test_a_tree_deeper_than_python_recurses_is_wiped_and_the_next_start_is_clean(keyed, env, gemini, outside):
     (keyed / "seed.py").write_text(seed_that(
-        "here = os.getcwd()\nos.chdir(os.environ.get('TMPDIR', '.'))\nfor _ in range(3000):\n"
-        "    os.mkdir('d')\n    os.chdir('d')\nos.chdir(here)"))
+        "here = os.getcwd()\nos.chdir(os.environ.get('TMPDIR', '.'))\nfor _ in range(1500):\n"
+        "    os.mkdir('d')\n    os.chdir('d')\nos.chdir(here)"))  # half again Python's recursion limit (1,000)
     gemini.reply(api.answer([("other.py", "x = 3\n")])).reply(api.answer([("other.py", "x = 4\n")]))
     done = run_fallback(keyed, env, "--iterations", "2", timeout=120)
     held(keyed, done, gemini, outside, 2)
@@ -506,10 +506,10 @@ def test_test_files_that_cannot_be_collected_together_fail_the_gate_when_the_tes
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the tests run in parts on two cores or more")
 def test_a_suite_that_passes_within_the_gates_time_in_one_process_lands_when_one_part_runs_over_half(keyed, env,
                                                                                                      gemini, outside):
-    slow = ("tests/test_slow.py", "import time\n\n\ndef test_slow():\n    time.sleep(8)\n")
-    gemini.reply(api.answer([RIGHT_CALC, FAILING_TEST, slow]))  # 8 s in one process, within the gate's 14 (a loaded
-    env.update(SEED_PARALLEL_FROM="2", SEED_GATE_SECONDS="14")  # machine's margin); its part runs over 7 s: the
-    # verdict is one process's
+    slow = ("tests/test_slow.py", "import time\n\n\ndef test_slow():\n    time.sleep(4)\n")
+    gemini.reply(api.answer([RIGHT_CALC, FAILING_TEST, slow]))  # 4 s in one process, within the gate's 7 (a loaded
+    env.update(SEED_PARALLEL_FROM="2", SEED_GATE_SECONDS="7")  # machine's margin); its part runs over 3 s (7 // 2):
+    # the verdict is one process's
     done = run_fallback(keyed, env, "--iterations", "1", timeout=60)
     held(keyed, done, gemini, outside, 1)
     assert outcomes(keyed) == ["landed: 3 file(s) changed"]
@@ -548,7 +548,7 @@ SERVES = ("tests/test_serves.py", "import socket, subprocess, sys, time\n\nimpor
           "'127.0.0.1'], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n    for _ in range(100):\n"
           "        try:\n            socket.create_connection(('127.0.0.1', 47123), 0.1).close()\n            break\n"
           "        except OSError:\n            time.sleep(0.05)\n    yield run\n    run.terminate()\n"
-          "    run.wait()\n\n\ndef test_serves(server):\n    time.sleep(3)\n"  # its server stopped at its end
+          "    run.wait()\n\n\ndef test_serves(server):\n    time.sleep(2)\n"  # its server stopped at its end
           "    assert server.poll() is None\n")
 
 
