@@ -93,7 +93,7 @@ from supervisor import envfile  # noqa: E402
 
 envfile.load(ROOT / ".env")  # before the settings are read from the environment: a value in .env counts everywhere
 
-from supervisor import backends, cli, events, journal, record as book, snapshots as snap, terrarium  # noqa: E402
+from supervisor import backends, cli, events, journal, record as book, snapshots as snap, terrarium, zygote  # noqa: E402
 from supervisor.console import (count, local_time, report, say, show_iteration, show_phase,  # noqa: E402
                                 start_status_line, summary)
 from supervisor.iteration import Memory, note_dry_spell, run_iteration  # noqa: E402
@@ -317,21 +317,29 @@ def main(argv=None):
         gateway.close()
 
 
-if __name__ == "__main__":
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # a KeyboardInterrupt, which the loop stops on
+def run(argv=None):
+    """main(argv) as a command ends: its exit status, with what stops it before or around the loop said in one
+    line (a test runs the keeper in its own process through this, as `python fallback.py` does)."""
     try:
-        CODE = main()
+        code = main(argv)
         sys.stdout.flush()  # here, where a reader gone away is caught, and not at exit
-        sys.exit(CODE)
+        return code
     except KeyboardInterrupt:  # Ctrl+C before the loop began (or during a command by hand): the loop says its own
         say(INTERRUPTED)
-        sys.exit(130)
+        return 130
     except BrokenPipeError:  # the reader went away (python fallback.py --status | head) having read what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(0)
+        return 0
     except book.sqlite3.Error as error:  # a record damaged or locked by hand
-        sys.exit(cli.config_error(f"{book.path_of(ROOT)} cannot be read ({error}): move it aside and start again, and "
-                                  "it is made anew from iteration_log.md (without the prompts and answers)"))
+        return cli.config_error(f"{book.path_of(ROOT)} cannot be read ({error}): move it aside and start again, and "
+                                "it is made anew from iteration_log.md (without the prompts and answers)")
     except PermissionError as error:  # a command by hand in a folder it may not write, or read
-        sys.exit(cli.config_error(f"{error.filename or 'a file'}: {error.strerror or error}: check the folder's "
-                                  "permissions"))
+        return cli.config_error(f"{error.filename or 'a file'}: {error.strerror or error}: check the folder's "
+                                "permissions")
+    finally:
+        zygote.stop()  # the preloaded process ends with the keeper, in its own process or not
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # a KeyboardInterrupt, which the loop stops on
+    sys.exit(run())

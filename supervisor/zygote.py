@@ -19,11 +19,10 @@ sandbox-exec needs an exec; a kernel without user namespaces; SEED_ZYGOTE=0) the
 unchanged. It is started on first use and started again when it died, when the base environment is not its own,
 when sandbox.py, check.py, preloaded.py or pytest's installed files changed on disk (their times, sizes and inodes,
 looked at before each run), and after SEED_ZYGOTE runs. A zygote that does not start or answer is told on stderr
-once, and the launch is used. The keeper ends it as it exits (so the CPU time of its runs is counted in the
+once, and the launch is used. The keeper ends it as its run ends (so the CPU time of its runs is counted in the
 keeper's children's), and sandbox.end_descendants leaves it (sandbox.KEPT): each run ends with its own PID
 namespace.
 """
-import atexit
 import json
 import os
 import select
@@ -195,9 +194,9 @@ def usable(run, rules, env):
         and len(json.dumps([run, rules, env])) < REQUEST_BYTES // 2
 
 
-@atexit.register
 def stop():
-    """End the zygote as the keeper ends."""
+    """End the zygote as the keeper ends (fallback.run; a process that ends otherwise closes its channel, and the
+    zygote ends with it)."""
     global current
     if current is not None:
         current.close()

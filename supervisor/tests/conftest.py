@@ -1,7 +1,9 @@
 """Shared fixtures: a fake Gemini server, a fresh copy of the workspace, and an environment pointing at both."""
 import ast
 import compileall
+import contextlib
 import functools
+import gc
 import importlib
 import importlib.util
 import os
@@ -9,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -49,6 +52,85 @@ def load_keeper(name):
         sys.modules["supervisor"] = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(sys.modules["supervisor"])
     return importlib.import_module(f"supervisor.{name}")
+
+
+class KeeperTimedOut(BaseException):
+    """A keeper run in this process went past its test's time (as subprocess.run's timeout would end it)."""
+
+
+def keeper(root, env, *args, timeout=120):
+    """`python fallback.py ARGS` in `root` with `env`, run in this process: the workspace's own fallback.py and
+    supervisor/, loaded afresh (every module and what it holds is this run's, as in a process of its own) and
+    taken away after; what reached its standard output and error (its children's writes too), and its exit status,
+    as subprocess.run gives them. What a test of the process itself checks (its signals, its exit by the
+    interpreter, the README's commands, a kill) starts a process instead."""
+    ours = {name: sys.modules.pop(name) for name in list(sys.modules) if name.partition(".")[0] == "supervisor"}
+    environ, cwd, path = dict(os.environ), os.getcwd(), list(sys.path)
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM)}
+
+    def too_long(*_):
+        raise KeeperTimedOut(f"the keeper ran past {timeout} s")
+
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(root)
+    signal.signal(signal.SIGALRM, too_long)
+    signal.setitimer(signal.ITIMER_REAL, timeout)
+    try:
+        with printed_to_files() as printed:
+            code = started_and_run(Path(root) / "fallback.py", args)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+        os.chdir(cwd)
+        os.environ.clear()
+        os.environ.update(environ)
+        sys.path[:] = path
+        for name in [name for name in sys.modules if name.partition(".")[0] == "supervisor"]:
+            del sys.modules[name]
+        sys.modules.update(ours)
+        gc.collect()  # the run's modules hold their files (the record, the lock) in cycles: closed now, not later
+    return subprocess.CompletedProcess([sys.executable, "fallback.py", *args], code, *printed)
+
+
+def started_and_run(door, args):
+    """fallback.py loaded from its file and run with `args`: its exit status. Nothing of it is left referenced."""
+    try:
+        spec = importlib.util.spec_from_file_location("keeper_under_test", door)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module.run(list(args))
+    except SystemExit as exit:  # what fallback.py says before its loop can start (an old Python, a package)
+        return exit.code if isinstance(exit.code, int) else 1
+
+
+@contextlib.contextmanager
+def printed_to_files():
+    """Standard output and error, at the level of their descriptors (what children write too), sent to two files
+    for as long as this lasts; then [what reached each], as text."""
+    printed, saved = [], []
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        files = [out, err]
+        streams = (sys.stdout, sys.stderr)
+        for fd, stream, file in zip((1, 2), streams, files):
+            stream.flush()
+            saved.append(os.dup(fd))
+            os.dup2(file.fileno(), fd)
+        sys.stdout, sys.stderr = (open(fd, "w", closefd=False, buffering=1) for fd in (1, 2))
+        try:
+            yield printed
+        finally:
+            for ours in (sys.stdout, sys.stderr):
+                ours.flush()
+                ours.close()
+            sys.stdout, sys.stderr = streams
+            for fd, copy in zip((1, 2), saved):
+                os.dup2(copy, fd)
+                os.close(copy)
+            for file in files:
+                file.seek(0)
+                printed.append(file.read().decode("utf-8", "replace"))
 
 
 @pytest.fixture

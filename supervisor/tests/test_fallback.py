@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import fake_gemini as api
-from conftest import KEY, REPO, load_keeper
+from conftest import KEY, REPO, fresh_workspace, keeper, load_keeper
 
 CRASHES_AT_START = "def main():\n    raise RuntimeError('the evolved seed broke at start')\n\n\n" \
                    "if __name__ == '__main__':\n    main()\n"
@@ -55,6 +56,12 @@ def snapshot_files(root, sid):
 
 
 def run_fallback(root, env, *args, timeout=120):
+    """The keeper, with no rest between iterations, in this process (conftest.keeper)."""
+    return keeper(root, env, "--delay", "0", *args, timeout=timeout)
+
+
+def fallback_process(root, env, *args, timeout=120):
+    """The keeper as a process of its own: for what only a process shows (its exit, its signals, its output)."""
     return subprocess.run([sys.executable, "fallback.py", "--delay", "0", *args], cwd=root, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
@@ -95,6 +102,25 @@ def wait_for(condition, seconds=20):
     while not condition():
         assert time.monotonic() < deadline, "timed out waiting"
         time.sleep(0.05)
+
+
+def test_a_keeper_run_in_this_process_leaves_it_as_it_found_it(tmp_path, env, gemini):
+    """The tests run the keeper in their own process (conftest.keeper): each run must leave nothing behind that the
+    next test, or the next keeper on the same folder, would meet."""
+    def state():
+        children = [p for p in os.listdir("/proc") if p.isdigit() and
+                    Path(f"/proc/{p}/stat").read_text().rsplit(") ", 1)[-1].split()[1] == str(os.getpid())]
+        return (threading.active_count(), sorted(os.listdir("/proc/self/fd")), children, os.getcwd(), dict(os.environ),
+                [signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM)], list(sys.path),
+                sorted(name for name in sys.modules if name.partition(".")[0] == "supervisor"), sys.stdout, sys.stderr)
+    before = state()
+    workspace = fresh_workspace(tmp_path / "workspace")
+    for n in range(2):  # the second run finds the folder free: the first's lock and record are closed
+        gemini.reply(api.answer([("notes.py", f"def add(text):\n    return text * {n + 2}\n")], tasks=["Add"]))
+        done = run_fallback(workspace, env, "--iterations", "1")
+        assert done.returncode == 0, done.stderr
+        assert re.search(r"#\d+ landed", done.stdout) and state() == before
+    assert (workspace / "notes.py").read_text().endswith("text * 3\n")
 
 
 def test_a_change_lands_and_is_logged(workspace, env, gemini):
