@@ -116,7 +116,7 @@ SILENCERS = {  # what silences the keeper's plugin instead of forging it: a verd
 ON_THE_VERDICT = {**FROM_THE_ISSUE, **BEYOND_THE_SOURCE, **WITHIN_THE_SOURCE, **SILENCERS}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # made once a worker, even if it runs tests of other files between these
 def verdict_run(tmp_path_factory):
     return one_run(tmp_path_factory, "verdict", [[WRONG_CALC, FAILING_TEST, *files]
                                                  for files, _ in ON_THE_VERDICT.values()])
@@ -162,7 +162,7 @@ ON_THE_RATCHET = {
 }
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def ratchet_run(tmp_path_factory):
     return one_run(tmp_path_factory, "ratchet", [[RIGHT_CALC, THREE], *(files for files, _ in ON_THE_RATCHET.values())])
 
