@@ -9,14 +9,12 @@ import json
 import re
 import shutil
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import fake_gemini as api
-from conftest import fresh_workspace, load_keeper, user_env
+from conftest import fresh_workspace, keeper, load_keeper, user_env
 
 pytestmark = pytest.mark.xdist_group("test_experiment")  # its shared runs are made once: all its tests in one worker
 
@@ -33,8 +31,8 @@ FIXED = next(f["content"] for f in DEMO["answers"][2]["files"] if f["path"] == "
 
 
 def fallback(root, env, *args, timeout=180):
-    return subprocess.run([sys.executable, "fallback.py", *args], cwd=root, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    """`python fallback.py ARGS`, in this process (conftest.keeper)."""
+    return keeper(root, env, *args, timeout=timeout)
 
 
 @pytest.fixture(scope="module")

@@ -1,24 +1,14 @@
 """pending_tasks.md is the person's own file: `python fallback.py` (against the fake Gemini server) ticks a task,
 adds, counts up and takes back a failure task in it, and every other byte stays as the person wrote it."""
 import re
-import subprocess
-import sys
 
 import fake_gemini as api
+from test_fallback import outcomes, run_fallback
 
 # CRLF, bytes that are not UTF-8 (\xe9, \x85), a form feed and a NEL (\xc2\x85) in a person's note, no final line break
 PERSONS = (b"# Pending tasks\r\n\r\n- [ ] keep the notes tidy\r\n  see page\x0c2 of the manual,\x85 then\xc2\x85tidy\r\n"
            b"- [ ] add a caf\xe9 mode\r\n- [ ] a person's last idea")
 DOES_NOT_COMPILE = [("calc.py", "def add(a, b:\n    return a + b\n")]
-
-
-def run_fallback(root, env, *args, timeout=120):
-    return subprocess.run([sys.executable, "fallback.py", "--delay", "0", *args], cwd=root, env=env,
-                          capture_output=True, text=True, timeout=timeout)
-
-
-def outcomes(root):
-    return re.findall(r"^## Iteration \d+ — [\d-]+ [\d:]+ UTC — (.*)$", (root / "iteration_log.md").read_text(), re.M)
 
 
 def test_a_tick_comes_with_a_landing_and_changes_only_the_ticked_lines_box(workspace, env, gemini):
