@@ -2,8 +2,11 @@
 folder itself (python -m venv .) or in a folder of any name at any depth, it is never the model's: never shown in a
 prompt, copied into the working copy, snapshotted or landed over, and the runs go on beside it.
 """
+import shutil
 import subprocess
 import sys
+import sysconfig
+from pathlib import Path
 
 import pytest
 
@@ -21,7 +24,10 @@ def venv(folder, *options):
 
 
 def test_a_venv_made_in_the_folder_itself_is_never_the_models_and_the_runs_go_on(workspace, env, gemini):
-    venv(workspace)  # with pip: some 750 files that were the codebase, and 280,000 lines of prompt
+    venv(workspace, "--without-pip")  # then pip where ensurepip puts it (copied: ensurepip takes 4 s): some 550 files
+    pip = Path(sysconfig.get_paths()["purelib"]) / "pip"  # that were the codebase, and 280,000 lines of prompt
+    shutil.copytree(pip, Path(sysconfig.get_paths(vars={"base": str(workspace)})["purelib"]) / "pip",
+                    ignore=shutil.ignore_patterns("__pycache__"))
     cfg, activate = (workspace / "pyvenv.cfg").read_bytes(), (workspace / "bin" / "activate").read_bytes()
     gemini.reply(api.answer(ATTACK))
     done = run_fallback(workspace, env, "--iterations", "1", timeout=180)
