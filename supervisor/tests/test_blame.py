@@ -59,7 +59,7 @@ def test_a_test_that_depends_on_the_moment_is_the_codes_failure_a_task_and_never
     """It passed when it landed; now it fails at the known-good state too, and nothing outside the code changed. The
     attack on the cause: its message claims memory and the disk ran out; the keeper measures them itself (it waited
     for good, never telling the model, when it read the cause from the code's own output)."""
-    until = time.time() + 6
+    until = time.time() + 3  # the first iteration lands its test in under a second; the rest is a loaded machine's
     clock = ("tests/test_clock.py", "import time\n\nfrom clock import DEADLINE\n\n\ndef test_before_the_deadline():\n"
              f"    assert time.time() < DEADLINE{says}\n")
     gemini.reply(api.answer([("clock.py", f"DEADLINE = {until}\n"), clock]))
