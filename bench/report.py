@@ -40,7 +40,7 @@ def timed(action, before=lambda: None, runs=5):
 def forget(root, cache_file):
     """Empty the caches in memory, and the cache file too if asked: the state of a fresh process."""
     history.measure_file.cache_clear()
-    snapshots.listing_of.cache_clear()
+    snapshots.listings_read = snapshots.Listings()
     if cache_file:
         (root / "backups" / "report-cache.json").unlink(missing_ok=True)
 

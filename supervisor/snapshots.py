@@ -9,7 +9,6 @@ keeper's and the person's (settings.NOT_YOURS), names outside the allow-list (na
 environment (`of_a_venv`: a folder holding pyvenv.cfg, at any depth, and, when the folder itself is one, what
 `python -m venv .` makes at its top): never shown to the model, copied, snapshotted or landed over.
 """
-import functools
 import gzip
 import hashlib
 import json
@@ -148,22 +147,23 @@ def object_path(sha):
     return OBJECTS / sha[:2] / sha[2:]
 
 
-def read_listing(sha):
-    """A folder's listing, {name: sha256} (not to be changed: objects never change, so the newest read are kept,
-    up to LISTINGS_BYTES of their text, whatever the number of folders or snapshots)."""
-    if sha in listings_read:
-        listings_read.move_to_end(sha)
-        return listings_read[sha][0]
-    data = object_path(sha).read_bytes()
-    listings_read[sha] = json.loads(data), len(data)
-    listings_read.size = getattr(listings_read, "size", 0) + len(data)
+def read_listing(path):
+    """The folder listing at path, {name: sha256} (not to be changed: objects never change, so the newest read are
+    kept, up to LISTINGS_BYTES of their text, whatever the number of folders, snapshots or stores read)."""
+    if path in listings_read:
+        listings_read.move_to_end(path)
+        return listings_read[path][0]
+    data = path.read_bytes()
+    listings_read[path] = json.loads(data), len(data)
+    listings_read.size += len(data)
     while listings_read.size > LISTINGS_BYTES and len(listings_read) > 1:
         listings_read.size -= listings_read.popitem(last=False)[1][1]
-    return listings_read[sha][0]
+    return listings_read[path][0]
 
 
 class Listings(OrderedDict):
-    """sha256 -> (listing, bytes of its text), oldest read first; `size`: the bytes held."""
+    """The path of a listing -> (listing, bytes of its text), oldest read first; `size`: the bytes held."""
+    size = 0
 
 
 listings_read = Listings()
@@ -222,7 +222,7 @@ def files_of(entry):
     if entry["id"] not in newest:
         newest.clear()
         newest[entry["id"]] = {folder + name: sha for folder, listing in folders_of(entry).items()
-                               for name, sha in read_listing(listing).items()}
+                               for name, sha in read_listing(object_path(listing)).items()}
     return newest[entry["id"]]
 
 
@@ -232,7 +232,7 @@ newest = {}  # snapshot id -> its files, for the snapshot taken or read last (an
 class Reader:
     """A workspace's snapshots as a view reads them (the page, the export, a comparison, a fork): any workspace's,
     read only, and what is gone or unreadable reads as nothing. The keeper's own reading and writing is the
-    functions above."""
+    functions above; both read a listing through one cache (read_listing)."""
 
     def __init__(self, root):
         self.backups = Path(root) / "backups"
@@ -250,13 +250,6 @@ class Reader:
     def object_path(self, sha):
         return self.backups / "objects" / sha[:2] / sha[2:]
 
-    def read(self, sha):
-        """A content object's bytes, or None if it is gone."""
-        try:
-            return self.object_path(sha).read_bytes()
-        except OSError:
-            return None
-
     def folders_of(self, entry):
         """{folder: sha256 of its listing} of a snapshot; {} if it is gone."""
         try:
@@ -265,8 +258,11 @@ class Reader:
             return {}
 
     def listing(self, sha):
-        """A folder's listing, {name: sha256} (not to be changed: listings never change, so they are kept)."""
-        return listing_of(self.backups, sha)
+        """A folder's listing, {name: sha256}, through the keeper's cache (read_listing); {} if it is gone."""
+        try:
+            return read_listing(self.object_path(sha))
+        except (OSError, ValueError):
+            return {}
 
     def files_of(self, entry):
         """{path: sha256} of a snapshot; {} if it is gone."""
@@ -286,14 +282,6 @@ class Reader:
         if wrong is not None:
             raise Untrusted(f"snapshot {entry['id']} of {self.backups} lists {wrong!r}, which is no file of a codebase")
         return files
-
-
-@functools.lru_cache(maxsize=2048)  # listings never change; this spares reading them for every page
-def listing_of(backups, sha):
-    try:
-        return json.loads((backups / "objects" / sha[:2] / sha[2:]).read_bytes())
-    except (OSError, ValueError):
-        return {}
 
 
 def snapshot(index, kind, iteration, root=ROOT, files=None):
@@ -415,7 +403,7 @@ def retained(snapshots, now):
 def objects_of(snapshots, ids):
     """The objects (contents and listings) the snapshots `ids` hold."""
     listed = set().union(*(folders_of(e).values() for e in snapshots if e["id"] in ids))
-    return listed | {sha for listing in listed for sha in read_listing(listing).values()}
+    return listed | {sha for listing in listed for sha in read_listing(object_path(listing)).values()}
 
 
 def size_of(objects):

@@ -148,7 +148,7 @@ def codebase(root):
 def state(root, sid):
     """{path: bytes} of a snapshot of root's store."""
     store = load_keeper("snapshots").Reader(root)
-    return {rel: store.read(sha) for rel, sha in store.files_of({"id": sid}).items()}
+    return {rel: store.object_path(sha).read_bytes() for rel, sha in store.files_of({"id": sid}).items()}
 
 
 def test_a_fork_holds_the_state_after_its_iteration_and_names_its_parent(recorded, forked, tmp_path):
