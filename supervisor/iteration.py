@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 
-from . import blame, evaluate, gate, journal, snapshots as snap, terrarium, zygote
+from . import blame, decide, evaluate, gate, journal, snapshots as snap, terrarium, zygote
 from .answers import CHARS_PER_TOKEN
 from .events import phase, tell
 from .scrub import redact, secret_in
@@ -37,8 +37,6 @@ SEED_KEEPER = " ".join(NOT_YOURS)  # not the seed's to write, besides any name t
 SPACING = "its files differ from the codebase's only in blank lines and spaces (at line ends in Python, at the end in others)"
 SHAPES = {RunFailure.KILLED: "{} by {}", RunFailure.CRASHED: "{} ({})", ScoreFailure.FELL: "{} from {}"}
 # how a failure and what it says read together (else "kind: what it says")
-RECHECKED = {Failure.IMPORT, Failure.IMPORT_TIMEOUT, Failure.TESTS, Failure.TESTS_TIMEOUT, Failure.TESTS_UNREPORTED}
-# the gate's failures that the state a change started from can show too: then the cause is outside the code
 
 
 @dataclass
@@ -420,41 +418,37 @@ def seed_message(run):
 
 # --- a run that failed ----------------------------------------------------------------------------
 def settle_failure(number, index, start, run, memory, fault):
-    """Roll a failed change back and make it a task for the model; or, when the failure is proven the world's (the
-    seed failing before an answer where it once ran well, or as it does while the world is broken, or ended while
-    the model still had its request; or the gate failing the same way at the state the change started from; each
-    with a cause observed outside the code), keep the folder and wait."""
+    """Roll a failed change back and make it a task for the model; or, when decide.failed finds the failure the
+    world's, keep the folder and wait. What it is decided on is gathered here; the control (the gate at the state the
+    change started from) is run only when the decision needs it, after the failed state is kept."""
     failure, detail, output = fault
     mark = journal.failure_mark(headline_of(failure, detail), output)
-    own = isinstance(failure, RunFailure) and failure is not RunFailure.UNTRUSTED  # the seed's run, not what it left
-    answered = own and run.said.get("answered") and not run.said["asking"]  # the answer is part of the run
-    if own and not run.asked and not answered and (start["good"] or (failure.value, detail) == memory.world
-                                                   or run.said["asking"] and run.code is None):
-        cause = ASKING if run.said["asking"] and run.code is None else blame.observed(index, start)
-        if cause:  # the control: the known-good state's own code, without a new answer, failing now
-            return blame_the_world(number, index, start, run, memory, fault, cause)
-    again = isinstance(failure, RunFailure) and memory.repeat == (start["id"], mark) and start["kind"] == "landed"
-    memory.repeat = (start["id"], mark) if isinstance(failure, RunFailure) else None
-    walk = (own and not run.asked and not answered and not start["good"]) or again  # the seed broken: go back
-    memory.suspect = {"failure": failure.value, "mark": mark, "home": start} if walk else None
+    said = run.said
+    case = decide.Case(failure, detail, mark, asked=run.asked, answered=bool(said.get("answered")) and not said["asking"],
+                       asking=bool(said["asking"]) and run.code is None, start=start["id"], start_good=bool(start["good"]),
+                       start_landed=start["kind"] == "landed", fully_judged=fully_judged(start), world=memory.world,
+                       repeat=memory.repeat, cause=blame.observed(index, start))
+    decision = decide.failed(case)
+    if decision.fate is decide.Fate.WORLD:
+        return blame_the_world(number, index, start, run, memory, fault, decision.cause)
+    memory.repeat = decision.repeat
+    memory.suspect = {"failure": failure.value, "mark": mark, "home": start} if decision.walk else None
     memory.keep()  # before the walk-back: a keeper stopped during it must not keep it
-    kept, restored, stuck = roll_back(index, start, walk, number, memory.bad, run.files)
-    base = dict(start=start["id"], said=run.said, changes=run.changes, not_landed=run.not_landed, failure=failure,
+    kept, restored, stuck = roll_back(index, start, decision.walk, number, memory.bad, run.files)
+    base = dict(start=start["id"], said=said, changes=run.changes, not_landed=run.not_landed, failure=failure,
                 output=redact(output), kept=kept, restored=restored, stuck=stuck)
-    control = not walk and failure in RECHECKED and fully_judged(start) and same_at_start(start, run, mark)
-    cause = blame.observed(index, start) if control else ""
-    if cause:
-        return wait_for_the_world(Result(Outcome.WAITING, **base), memory, detail, cause)
+    if decision.fate is None:  # only the control can tell
+        decision = decide.failed(replace(case, same=same_at_start(start, run, mark)))
+    if decision.fate is decide.Fate.WAIT:
+        return wait_for_the_world(Result(Outcome.WAITING, **base), memory, detail, decision.cause)
     outcome = Outcome.TAMPERED if failure is Failure.TAMPERED else Outcome.ROLLED_BACK
     headline = headline_of(failure, detail)
-    unproven = own and start["good"] and not answered or control  # the known-good state fails, nothing else changed
-    journal.add_failure_task(f"Iteration {number} was rolled back: {headline}. " + (UNPROVEN if unproven else
+    journal.add_failure_task(f"Iteration {number} was rolled back: {headline}. " + (UNPROVEN if decision.unproven else
                                                                                     "Find and fix the cause."),
                              output, start["id"], mark)
     return Result(outcome, detail if outcome is Outcome.TAMPERED else headline, headline, **base)
 
 
-ASKING = "the model still had the run's request when it ended (a --timeout shorter than its answer?)"
 UNPROVEN = ("It fails the same way at the last known-good state, and nothing outside the code changed (the same "
             "Python, packages and limits): the code depends on the moment (the date, the time, chance) or on what "
             "an earlier run or test left. Find and fix the cause.")
@@ -500,12 +494,12 @@ def blame_the_world(number, index, start, run, memory, fault, cause):
 def wait_for_the_world(result, memory, detail, cause):
     """Wait after a failure from outside the code, a little longer each time, and say what was seen there."""
     memory.pause = min(max(FAULT_PAUSE, 2 * memory.pause), 3600)
-    where = "while the model still had its request" if cause is ASKING else "at the last known-good state too"
+    where = "while the model still had its request" if cause is decide.ASKING else "at the last known-good state too"
     return replace(result, until=datetime.now(timezone.utc) + timedelta(seconds=memory.pause),
                    summary=f"{headline_of(result.failure, detail)} {where}",
                    reason=f"{journal.error_line(result.output) or headline_of(result.failure, detail)}; " + (
                        f"{cause}: the cause is outside the code (raise --timeout, the seconds a run may take)"
-                       if cause is ASKING else f"the same happens at the last known-good state, and {cause}: the "
+                       if cause is decide.ASKING else f"the same happens at the last known-good state, and {cause}: the "
                        "cause is outside the code"))
 
 
@@ -531,25 +525,21 @@ def keep_failed(index, number, files):
 
 # --- after the iteration ----------------------------------------------------------------------------
 def note_dry_spell(index, result, memory):
-    """The result, with the dry spell said: count iterations in a row that asked the model, or failed, and landed
-    nothing; at DRY_SPELL say so, at twice that walk back one known-good state."""
-    if result.outcome is Outcome.LANDED:
-        memory.dry = 0
+    """The result, with the dry spell said (decide.dry_spell): iterations in a row that asked the model, or failed,
+    and landed nothing; at DRY_SPELL a task says so, at twice that one known-good state is walked back too."""
+    counts = None if result.outcome is Outcome.LANDED else \
+        result.outcome in (Outcome.ROLLED_BACK, Outcome.TAMPERED) or \
+        result.outcome is Outcome.NO_CHANGE and bool(result.said.get("requests"))
+    memory.dry, stall = decide.dry_spell(memory.dry, counts, DRY_SPELL)
+    if stall is None:
         return result
-    failed = result.outcome in (Outcome.ROLLED_BACK, Outcome.TAMPERED)
-    if not (failed or result.outcome is Outcome.NO_CHANGE and result.said.get("requests")):
-        return result
-    memory.dry += 1
-    if memory.dry % DRY_SPELL:
-        return result
-    stalled = f"nothing has landed in the last {memory.dry} iterations"
-    if memory.dry >= 2 * DRY_SPELL:
+    stalled = f"nothing has landed in the last {memory.dry or 2 * DRY_SPELL} iterations"
+    if stall is decide.Stall.WALK_BACK:
         here = snap.snapshot(index, "before", index["iteration"])
         memory.bad.add(here["id"])
         target = snap.walk_back(index, memory.bad)
         snap.restore(target)
         stalled += f"; went back to snapshot {target['id']} (this state is kept as {here['id']})"
-        memory.dry = 0
     journal.add_failure_task(f"Stalled: {stalled}. Change approach: smaller, surer steps.", "",
                              index["snapshots"][-1]["id"], journal.failure_mark("stalled", ""))
     return replace(result, stalled=stalled)
