@@ -1,4 +1,5 @@
-"""iteration: the one policy that decides what an iteration comes to (a kinds.Result), and the loop's memory.
+"""iteration: what an iteration comes to (a kinds.Result), carried out, and the loop's memory; the decisions it
+carries out for a failed run and a dry spell are decide.py's, made on values alone.
 
     result = run_iteration(number, index, timeout, memory, gateway)   # ask, run the seed, judge, land or not
 
