@@ -13,14 +13,14 @@ escaped.
 """
 import math
 import os
-import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
 from . import record
+from .experiment import refuse
 from .history import load_cache, measure_states, state_snapshots
 from .report import BOTTOM, H, LEFT, RIGHT, STYLE, TOP, W, esc, nice_top, short, x_ticks, y_axis
-from .settings import EX_CONFIG, write_atomically
+from .settings import write_atomically
 from .snapshots import Reader
 
 POINTS = 400  # the most points a run's line is drawn through (a long run is sampled evenly, its last kept)
@@ -44,11 +44,6 @@ def write_compare(root, folders):
         return refuse(f"cannot write compare.html ({error.strerror or error}): make the folder writable")
     print(f"the comparison of {len(runs)} run(s) is in {root / 'compare.html'}: open it in a browser")
     return 0
-
-
-def refuse(message):
-    print(f"fallback: {message}", file=sys.stderr, flush=True)
-    return EX_CONFIG
 
 
 # --- reading each run -----------------------------------------------------------------------------

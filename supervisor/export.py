@@ -16,10 +16,12 @@ import tempfile
 from pathlib import Path
 
 from . import history
+from .journal import one_line
 from .names import refusal
 from .scrub import printable
 from .settings import read_stamp
 from .snapshots import Reader
+from .status import cut_at_a_word
 
 # --- settings ---------------------------------------------------------------------------------
 BRANCH = "refs/seed/landed"    # the exported history; main is fast-forwarded to it
@@ -27,7 +29,7 @@ MAKER = "seed.workspace"       # the git config key naming the workspace an expo
 EMAIL = "seed@localhost"       # the authors' address (the author's name is the model that wrote the change)
 COMMITTER = b"fallback.py <fallback@localhost>"
 MENTIONED = 10                 # iterations that landed nothing, named in the message of the landing after them
-SUBJECT = 72                   # characters of the first task kept in a commit's subject
+SUBJECT = 72                   # characters of the first task's words kept in a commit's subject, at most
 
 
 def export_git(root, dest):
@@ -72,12 +74,8 @@ def git(repo, *args, check=True):
     except FileNotFoundError:
         raise ValueError("git is not installed: install it, then export again") from None
     if check and done.returncode:
-        raise ValueError(f"git {args[0]} failed in {repo}: {one_line(done.stderr)}")
+        raise ValueError(f"git {args[0]} failed in {repo}: {one_line(done.stderr.decode(errors='replace'))}")
     return done.stdout.decode(errors="replace")
-
-
-def one_line(output):
-    return " ".join(output.decode(errors="replace").split())[:300]
 
 
 def make_repository(root, dest):
@@ -134,7 +132,7 @@ def import_commits(root, dest, commits, incremental):
             pass  # fast-import stopped: its own message says why
         if process.wait():
             errors.seek(0)
-            raise ValueError(f"git fast-import failed in {dest}: {one_line(errors.read())}")
+            raise ValueError(f"git fast-import failed in {dest}: {one_line(errors.read().decode(errors='replace'))}")
     return left_out
 
 
@@ -183,7 +181,7 @@ def commit_message(entry, told):
     landed = [s for s in told if s["kind"] == "landed"]
     numbers = [s["number"] for s in landed]
     subject = (f"Iterations {and_list(numbers)} — landed" if len(landed) > 1 else
-               f"Iteration {numbers[0]}: {shorten(landed[0]['tasks'][0])}" if landed[0]["tasks"] else
+               f"Iteration {numbers[0]}: {cut_at_a_word(landed[0]['tasks'][0], SUBJECT)}" if landed[0]["tasks"] else
                f"Iteration {numbers[0]} — {landed[0]['outcome']}")
     body = [describe_iteration(s) for s in landed]
     if len(landed) > 1:
@@ -201,10 +199,6 @@ def describe_iteration(section):
     lines += [f"{label}: {value}" for label, value in section["facts"] if label in ("Done from pending_tasks.md",
                                                                                       "Files")]
     return "\n".join(lines)
-
-
-def shorten(text):
-    return text if len(text) <= SUBJECT else text[:SUBJECT - 1] + "…"
 
 
 def and_list(numbers):

@@ -10,12 +10,11 @@ import os
 import sys
 
 from . import backends, journal, record
+from .kinds import Outcome
 from .scrub import printable
 from .ledger import Books, pacific_day, reached
 from .settings import BACKUPS, INDEX, ROOT
 from .snapshots import codebase_size, current, load_index, retention, run_worked
-
-KINDS = ("landed", "no change", "rolled back", "tampered", "waiting", "stopped", "other")  # as the run's totals say them
 
 
 def show_status(holder):
@@ -60,7 +59,7 @@ def show_standing(count):
     """The run's totals (iterations by outcome, requests, tokens), the codebase as it stands (files, lines, tests
     passing, the score and its best) and what landed last, by name: three lines from the record's tallies."""
     kinds, now = record.summary(ROOT, cells=1)["kinds"], record.standing(ROOT)
-    outcomes = ", ".join(f"{kinds[kind]} {kind}" for kind in KINDS if kinds.get(kind))
+    outcomes = ", ".join(f"{kinds[k.value]} {k.value}" for k in Outcome if kinds.get(k.value))
     print(f"run so far: {count} iteration(s){': ' + outcomes if outcomes else ''}; {now['requests']} request(s), "
           f"{now['tokens']:,} tokens")
     files, lines = codebase_size()
@@ -152,14 +151,19 @@ def readable(text):
     return "\n".join(lines)
 
 
-def told(body):
-    """The texts a request tells the model, in the order it reads them: the system's, then each message's (Gemini's
-    shape, or a chat's)."""
+def request_of(body):
+    """A request's JSON object, or {} for a body that is none."""
     try:
         body = json.loads(body)
     except ValueError:
-        return ""
-    body = body if isinstance(body, dict) else {}
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+def told(body):
+    """The texts a request tells the model, in the order it reads them: the system's, then each message's (Gemini's
+    shape, or a chat's)."""
+    body = request_of(body)
     parts = [*(body.get("systemInstruction") or {}).get("parts", []),
              *(part for turn in body.get("contents") or [] for part in turn.get("parts", []))]
     texts = [part.get("text") for part in parts] + [turn.get("content") for turn in body.get("messages") or []]
@@ -179,11 +183,7 @@ def adaptation(asked, sent):
 
 def settings_of(body):
     """A request's settings: all but its texts and the model's name (Gemini's generationConfig, a chat's fields)."""
-    try:
-        body = json.loads(body)
-    except ValueError:
-        return {}
-    body = body if isinstance(body, dict) else {}
+    body = request_of(body)
     if "contents" in body:
         return body.get("generationConfig") or {}
     return {key: value for key, value in body.items() if key not in ("messages", "model")}
