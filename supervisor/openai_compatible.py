@@ -24,6 +24,7 @@ proxy all serve POST {base}/chat/completions. The seed keeps speaking Gemini's R
   name"), a key refused (401/403, or words about the key or its database), a context too small; each stops
   with one line saying what to set. A server not running at the start stops; one that stops mid-run is a wait.
 """
+import functools
 import math
 import os
 import re
@@ -394,25 +395,20 @@ def lm_studio_context(root, base, key, model):
     return None
 
 
-def listed_context(root, base, key, model):
-    """A server whose model list states a model's context (vLLM's max_model_len, among others)."""
-    for entry in entries(fetch(f"{base}/models", key), "data"):
-        if entry.get("id") == model and listed_context_of(entry):
-            return listed_context_of(entry), None
-    return None
-
-
-def litellm_context(root, base, key, model):
-    """LiteLLM's proxy: the model's max_input_tokens (/v1/model/info), as its config or its model map has it."""
-    for entry in entries(fetch(f"{base}/model/info", key), "data"):
-        info = entry.get("model_info") if isinstance(entry.get("model_info"), dict) else {}
-        if entry.get("model_name") == model and positive(info.get("max_input_tokens")):
-            return positive(info["max_input_tokens"]), None
+def listed_context(root, base, key, model, path="models", name="id"):
+    """A server whose model list states a model's context (vLLM's max_model_len, among others), or whose list at
+    `path` names it by `name` with its context in model_info (LiteLLM's /v1/model/info: max_input_tokens, as its
+    config or its model map has it)."""
+    for entry in entries(fetch(f"{base}/{path}", key), "data"):
+        info = entry.get("model_info") if isinstance(entry.get("model_info"), dict) else entry
+        if entry.get(name) == model and listed_context_of(info):
+            return listed_context_of(info), None
     return None
 
 
 PROBES = (("ollama", ollama_context), ("llama.cpp", llama_cpp_context), ("lm studio", lm_studio_context),
-          ("litellm", litellm_context), ("listed", listed_context))
+          ("litellm", functools.partial(listed_context, path="model/info", name="model_name")),
+          ("listed", listed_context))
 
 
 def listed_context_of(entry):
