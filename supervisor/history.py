@@ -18,13 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import record
-from .kinds import Outcome
 from .journal import facts_of
 from .snapshots import Reader
 from .scrub import redact
 from .settings import read_stamp, write_atomically
 
-OUTCOMES = tuple(kind.value for kind in Outcome if kind is not Outcome.OTHER)  # in the rank of the record's tallies
+OUTCOMES = record.OUTCOMES  # the best first, as the record's summary ranks them ("other" after them)
 DIFF_LINES = 300   # lines of one landing's diff shown; the snapshots hold the rest
 CONTEXT = 2        # lines of context around each change in a diff
 DIFF_MARGIN = 20   # lines kept on either side of a change when the rest of a long file is set aside before

@@ -7,8 +7,7 @@
     ledger(root); exchange(root, id)     # usage.json's shape, summed from the requests; a request's bytes
 
 Tables: iterations (one row per iteration: its times, model, outcome kind and text, reason, snapshots, files
-with lines added and removed, tasks, the gate's counts and time, the score, and `facts`: the lines its log
-section shows), requests (the ledger's facts per request: model, tokens, kind, latency, wasted and why),
+with lines added and removed, tasks, the gate's counts and time, the score), requests (the ledger's facts per request: model, tokens, kind, latency, wasted and why),
 exchanges (each request as the seed asked it and its body as sent upstream, its answer as received and as
 cleaned for the seed; a prompt is stored as a zlib'd delta from the one before it, each chain of CHAIN starting
 whole), carried
@@ -17,7 +16,9 @@ whole), carried
 replay needs that is not the code: the goal, the tasks and the person's evaluate.py as they were, the log's
 tail at the first start, the settings that change what the keeper does).
 SQLite in WAL mode; each write is one transaction, so a kill -9 leaves it whole. Views never parse each other:
-the one place that reads the old log's prose is migrate().
+the one place that reads the old log's prose is migrate(). What the views show of the whole history (the page's
+strip, the counts by outcome, the ledger) is counted from the rows when read, over indexes that hold the columns
+counted (the rows are the one store of each fact).
 """
 import functools
 import hashlib
@@ -30,7 +31,6 @@ import zlib
 from difflib import SequenceMatcher
 from urllib.request import pathname2url
 
-from . import tallies
 from .kinds import Outcome
 from .journal import logs_set_aside, telling_lines
 from .ledger import UNREACHED, pacific, reached
@@ -61,6 +61,9 @@ CREATE TABLE IF NOT EXISTS kept (name TEXT PRIMARY KEY, content BLOB);
 CREATE TABLE IF NOT EXISTS runs (started TEXT, id TEXT NOT NULL, version TEXT, backend TEXT, models TEXT,
   first INTEGER, steering TEXT, log TEXT, settings TEXT, parent TEXT);
 CREATE INDEX IF NOT EXISTS requests_by_iteration ON requests (iteration);
+CREATE INDEX IF NOT EXISTS iterations_by_kind ON iterations (kind, score);
+CREATE INDEX IF NOT EXISTS requests_by_day ON requests (day, model, kind, wasted, prompt_tokens, output_tokens,
+  thinking_tokens);
 CREATE INDEX IF NOT EXISTS exchanges_by_chain ON exchanges (chain);
 """
 JSON_COLUMNS = ("files", "tasks", "done", "refused", "not_landed", "outside", "refusals", "passing", "scores")
@@ -111,11 +114,8 @@ class Writer:
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")  # in WAL mode: whole after a crash, if not after a power cut
         self.db.executescript(SCHEMA)
-        if "facts" in columns_of(self.db):  # a record from before the row's own columns: its facts become them
-            with Transaction(self.db):
-                bring_facts_into_columns(self.db)
-        if "budget" not in columns_of(self.db):  # a record from before budgets were kept
-            self.db.execute("ALTER TABLE iterations ADD COLUMN budget INTEGER")
+        if self.db.execute("PRAGMA user_version").fetchone()[0]:  # the running counts a keeper before 2026-12-06
+            self.db.executescript(FORMER)                         # kept beside the rows: dropped once
         if "asked" not in columns_of(self.db, "exchanges"):  # from before the seed's own request was kept
             self.db.execute("ALTER TABLE exchanges ADD COLUMN asked BLOB")
         if self.db.execute("SELECT 1 FROM requests WHERE coalesce(day, '') = '' LIMIT 1").fetchone():
@@ -126,10 +126,6 @@ class Writer:
                                                                                              "runs")]
         if not any(held):  # a new record (not a fork's, which names its parent first): bring in what today's kept
             migrate(self, path.parent.parent)
-        if self.db.execute("PRAGMA user_version").fetchone()[0] < tallies.VERSION or not tallies.whole(self.db):
-            with Transaction(self.db):  # a new record, one from before the tallies, or rows written without them
-                tallies.build(self.db)
-                self.db.execute(f"PRAGMA user_version = {tallies.VERSION}")
 
     def last_prompt(self):
         """(the chain the next prompt continues, the last prompt's bytes) or (None, None)."""
@@ -145,7 +141,6 @@ class Writer:
             with Transaction(self.db):
                 self.db.execute("DELETE FROM iterations WHERE number = ?", (row["number"],))
                 self.insert_row(row)
-                tallies.after_iteration(self.db, row["number"])
                 answered = [n for n, call in enumerate(calls) if call.get("kind") == "answer"]
                 for n, call in enumerate(calls):
                     wasted = call.get("kind") if call.get("kind") != "answer" else waste if n == answered[-1] else None
@@ -166,7 +161,6 @@ class Writer:
             "latency, wasted) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (number, call.get("day"), call.get("model"), call.get("kind"), tokens.get("prompt", 0),
              tokens.get("output", 0), tokens.get("thinking", 0), call.get("latency"), wasted))
-        tallies.after_request(self.db, cursor.lastrowid)
         if "sent" in call:
             self.insert_exchange(cursor.lastrowid, redact(call["sent"]), redact(call.get("received") or b""),
                                  redact(call.get("cleaned") or b""), redact(call.get("asked") or b""))
@@ -221,8 +215,14 @@ COLUMNS = ("number", "started", "ended", "seconds", "model", "kind", "outcome", 
            "done", "refused", "not_landed", "outside", "refusals", "requests", "prompt_tokens", "output_tokens",
            "thinking_tokens", "passing", "tests_passing", "tests_ran", "gate_seconds", "score", "scores", "salvaged",
            "stalled", "confinement", "output", "budget")
-ADDED = ("until", "failure", "refused", "not_landed", "outside", "refusals", "salvaged", "stalled", "confinement")
-# columns a record from before them gets at the writer's first start (what its old rows said is in `facts`)
+FORMER = ("DROP VIEW IF EXISTS cells0; DROP TABLE IF EXISTS tallies; DROP TABLE IF EXISTS daily; "
+          "PRAGMA user_version = 0")
+# (user_version 0: a reader of an older checkout counts the rows itself, as it did a record from before its counts)
+OUTCOMES = tuple(kind.value for kind in Outcome if kind is not Outcome.OTHER)  # ranked: the best first, any other
+RANK = f"CASE kind {' '.join(f'WHEN {k!r} THEN {n}' for n, k in enumerate(OUTCOMES))} ELSE {len(OUTCOMES)} END"
+TOKENS = ", ".join(f"CAST(total({k}_tokens) AS INTEGER)" for k in ("prompt", "output", "thinking"))  # not sum(): it
+# fails with "integer overflow" past 2**63 (a server's absurd token counts), stopping every reader; total() counts
+# in floating point, exact below 2**53, and the cast saturates
 
 
 RUN_COLUMNS = ("started", "id", "version", "backend", "models", "first", "steering", "log", "settings", "parent")
@@ -249,7 +249,7 @@ def writer(root=ROOT):
 
 
 def date_requests(db):
-    """Each request without a day dated by its iteration's end (the Pacific day), and the tallies counted again: a
+    """Each request without a day dated by its iteration's end (the Pacific day): a
     keeper from before requests were dated as they left wrote those Ctrl+C or --timeout cut short without one."""
     def day_of(ended):
         moment = read_stamp(ended or "")
@@ -257,7 +257,6 @@ def date_requests(db):
     db.create_function("pacific_day", 1, day_of, deterministic=True)
     db.execute("UPDATE requests SET day = (SELECT pacific_day(ended) FROM iterations WHERE number = iteration) "
                "WHERE coalesce(day, '') = ''")
-    tallies.build(db)
 
 
 def reached_of(said):
@@ -390,12 +389,16 @@ def exchange_from(db, request, decoded=None):
 def reader(root=ROOT):
     """A read-only connection to the workspace's record, or None when it has none. A record no keeper has open (it
     has no -wal file beside it) is opened as immutable: reading it then writes nothing in the folder, not even
-    SQLite's -wal and -shm files."""
+    SQLite's -wal and -shm files. None too for a record being made (its tables not yet there)."""
     path = path_of(root)
     if not path.exists():
         return None
     still = "immutable=1" if not path.with_name(f"{NAME}-wal").exists() else "mode=ro"
-    return sqlite3.connect(f"file:{pathname2url(str(path))}?{still}", uri=True, timeout=30)
+    db = sqlite3.connect(f"file:{pathname2url(str(path))}?{still}", uri=True, timeout=30)
+    if not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'iterations'").fetchone():
+        db.close()
+        return None
+    return db
 
 
 def iterations(root=ROOT, since=0, last=None, number=None, light=False, until=2 ** 62):
@@ -405,10 +408,7 @@ def iterations(root=ROOT, since=0, last=None, number=None, light=False, until=2 
     db = reader(root)
     if db is None:
         return []
-    columns = [name for name in (LIGHT if light else COLUMNS) if name in columns_of(db)]  # an old record's: fewer
-    if not columns:  # a record being made
-        db.close()
-        return []
+    columns = LIGHT if light else COLUMNS
     where = ("number = ?", (number,)) if number is not None else ("number > ? AND number <= ?", (since, until))
     query = f"SELECT {', '.join(columns)} FROM iterations WHERE {where[0]} ORDER BY number DESC"
     rows = [dict(zip(columns, values)) for values in db.execute(query + (f" LIMIT {int(last)}" if last else ""),
@@ -425,19 +425,36 @@ def iterations(root=ROOT, since=0, last=None, number=None, light=False, until=2 
 
 
 def summary(root=ROOT, cells=2_000):
-    """What the page shows of every iteration, from the record's tallies, so that its cost stays flat whatever the
-    history: {total, kinds: {kind: count}, first, last (the first and last iterations' end times), low, high (their
-    numbers), strip: the best outcome's rank in each of at most `cells` runs of `width` iterations from number
-    `start`, marks: {landed, rolled back: the first number of each run that had one}, scores: [(number, score)] of
-    the last landing with a score in each run}."""
+    """What the page shows of every iteration: {total, kinds: {kind: count} (the best first, any other kind as
+    "other"), first, last (the first and last iterations' end times), low, high (their numbers), strip: the best
+    outcome's rank in each of at most `cells` runs of `width` iterations from number `start` (runs without an
+    iteration left out), marks: {landed, rolled back: the first number of each run that had one}, scores:
+    [(number, score)] of the last landing with a score in each run}. A run is a whole number of cells of 8**k
+    iterations (up to 2**21), aligned on them."""
     db = reader(root)
-    if db is None:
-        return {**tallies.EMPTY, "first": None, "last": None}
-    found = tallies.strip(db, cells)
-    ends = [db.execute(f"SELECT ended FROM iterations ORDER BY number {way} LIMIT 1").fetchone()
-            for way in ("", "DESC")]
+    low, high = db.execute("SELECT min(number), max(number) FROM iterations").fetchone() if db else (None, None)
+    if low is None:
+        if db:
+            db.close()
+        return {"total": 0, "kinds": {}, "low": 0, "high": 0, "start": 0, "width": 1, "strip": [],
+                "marks": {"landed": [], "rolled back": []}, "scores": [], "first": None, "last": None}
+    counts = [0] * (len(OUTCOMES) + 1)
+    for rank, n in db.execute(f"SELECT {RANK}, count(*) FROM iterations GROUP BY kind"):
+        counts[rank] += n
+    level = min(21, (max(1, (high - low + 1) // cells).bit_length() - 1) // 3 * 3)
+    first = low >> level
+    per = max(1, -(-((high >> level) - first + 1) // cells))  # cells of 8**k a run holds (its width may pass 2**63)
+    runs = db.execute(f"SELECT runs.*, score FROM (SELECT ((number >> ?) - ?) / ? AS run, min({RANK}), min(CASE kind WHEN "
+                      "'landed' THEN number END), min(CASE kind WHEN 'rolled back' THEN number END), max(CASE WHEN "
+                      "kind = 'landed' AND score IS NOT NULL THEN number END) AS scored FROM iterations GROUP BY run) "
+                      "AS runs LEFT JOIN iterations ON number = scored ORDER BY run", (level, first, per)).fetchall()
+    ends = [db.execute("SELECT ended FROM iterations WHERE number = ?", (n,)).fetchone()[0] for n in (low, high)]
     db.close()
-    return {**found, "first": ends[0] and ends[0][0], "last": ends[1] and ends[1][0]}
+    return {"total": sum(counts), "kinds": {kind: n for kind, n in zip((*OUTCOMES, "other"), counts) if n},
+            "low": low, "high": high, "start": first << level, "width": per << level, "strip": [run[1] for run in runs],
+            "marks": {"landed": [run[2] for run in runs if run[2] is not None],
+                      "rolled back": [run[3] for run in runs if run[3] is not None]},
+            "scores": [(run[4], run[5]) for run in runs if run[4] is not None], "first": ends[0], "last": ends[1]}
 
 
 def runs(root=ROOT):
@@ -480,12 +497,7 @@ def series(root=ROOT):
 
 
 def count(root=ROOT):
-    db = reader(root)
-    if db is None:
-        return 0
-    found = sum(tallies.top(db)[0])
-    db.close()
-    return found
+    return one_value(root, "SELECT count(*) FROM iterations", default=0)
 
 
 def standing(root=ROOT):
@@ -497,7 +509,7 @@ def standing(root=ROOT):
     found = {"requests": sum(map(reached, uses)),
              "tokens": sum(use["prompt"] + use["output"] + use["thinking"] for use in uses)}
     db = reader(root)
-    if db is None or not {"score", "tests_passing"} <= columns_of(db):  # none, or made before the columns
+    if db is None:
         return {**found, "tests": None, "score": None, "best": None, "landed": None}
     last = "ORDER BY number DESC LIMIT 1"
     found["tests"] = db.execute(f"SELECT tests_passing, number FROM iterations WHERE tests_passing IS NOT NULL "
@@ -548,7 +560,9 @@ def ledger(root=ROOT):
         books.setdefault(day, {})[model] = {"requests": requests, "prompt": prompt, "output": output,
                                             "thinking": thinking, "kinds": json.loads(kinds),
                                             "wasted": json.loads(wasted)}
-    for day, model, kind, wasted, requests, prompt, output, thinking in tallies.daily(db):
+    for day, model, kind, wasted, requests, prompt, output, thinking in db.execute(
+            f"SELECT coalesce(day, ''), coalesce(model, ''), coalesce(kind, ''), wasted, count(*), {TOKENS} "
+            "FROM requests GROUP BY day, model, kind, wasted"):
         use = books.setdefault(day, {}).setdefault(model, {"requests": 0, "prompt": 0, "output": 0, "thinking": 0,
                                                            "kinds": {}, "wasted": {}})
         use["requests"] += requests
@@ -702,17 +716,3 @@ def read_facts(row, facts):
 def columns_of(db, table="iterations"):
     return {name for _, name, *_ in db.execute(f"PRAGMA table_info({table})")}
 
-
-def bring_facts_into_columns(db):
-    """A record written before the row had columns of its own for what its log section says: each row's `facts`
-    (its section's lines, as JSON) read into them, then the column dropped."""
-    for name in ADDED:
-        if name not in columns_of(db):
-            db.execute(f"ALTER TABLE iterations ADD COLUMN {name} TEXT")
-    for number, facts in db.execute("SELECT number, facts FROM iterations WHERE facts IS NOT NULL").fetchall():
-        row = {**{key: [] if key in LISTS else None for key in ADDED}, "files": [], "done": []}
-        read_facts(row, json.loads(facts) if facts else [])
-        told = {key: json.dumps(row[key]) if key in LISTS else row[key] for key in ADDED if key != "until"}
-        db.execute(f"UPDATE iterations SET {', '.join(f'{key} = ?' for key in told)} WHERE number = ?",
-                   [*told.values(), number])
-    db.execute("ALTER TABLE iterations DROP COLUMN facts")

@@ -57,7 +57,7 @@ def show_status(holder):
 
 def show_standing(count):
     """The run's totals (iterations by outcome, requests, tokens), the codebase as it stands (files, lines, tests
-    passing, the score and its best) and what landed last, by name: three lines from the record's tallies."""
+    passing, the score and its best) and what landed last, by name: three lines counted from the record's rows."""
     kinds, now = record.summary(ROOT, cells=1)["kinds"], record.standing(ROOT)
     outcomes = ", ".join(f"{kinds[k.value]} {k.value}" for k in Outcome if kinds.get(k.value))
     print(f"run so far: {count} iteration(s){': ' + outcomes if outcomes else ''}; {now['requests']} request(s), "

@@ -234,13 +234,13 @@ def test_the_page_refreshes_itself_while_the_keeper_runs_and_shows_the_runs_iden
 
 
 def test_a_record_from_an_older_keeper_is_read_as_it_is_and_refused_a_replay_in_one_line(workspace, env):
-    """A record made before runs and budgets were kept: every view reads it, the keeper's start adds what it lacks,
-    and a replay (which needs the goal and tasks as they were) says why not, changing nothing."""
+    """A record made before runs were kept: every view reads it, and a replay (which needs the goal and tasks as
+    they were) says why not, changing nothing."""
     record = load_keeper("record")
     (workspace / "backups").mkdir()
     old = sqlite3.connect(workspace / "backups" / "record.sqlite")
     runs = record.SCHEMA[record.SCHEMA.index("CREATE TABLE IF NOT EXISTS runs"):record.SCHEMA.index("CREATE INDEX")]
-    old.executescript(record.SCHEMA.replace(runs, "").replace(",\n  budget INTEGER", ""))  # no runs, no budget
+    old.executescript(record.SCHEMA.replace(runs, ""))  # no runs
     old.execute("INSERT INTO iterations (number, kind, outcome) VALUES (1, 'no change', 'no change')")
     old.commit()
     old.close()
@@ -250,8 +250,6 @@ def test_a_record_from_an_older_keeper_is_read_as_it_is_and_refused_a_replay_in_
     done = fallback(workspace, env, "--replay")
     assert done.returncode == 78 and done.stdout == "" and done.stderr.count("\n") == 1
     assert "was made by an older keeper, which kept no runs" in done.stderr and tree(workspace) == before
-    record.Writer(workspace / "backups" / "record.sqlite").db.close()
-    assert "budget" in record.columns_of(sqlite3.connect(workspace / "backups" / "record.sqlite"))
 
 
 def test_an_iteration_the_world_left_unanswered_is_skipped_and_the_next_replays_the_same(workspace, env, gemini):

@@ -18,7 +18,7 @@ LONGEST = 10  # rooms in the longest chain of imports, fallback.py's included
 BASE = {"settings", "kinds", "events", "outcomes", "formats", "check", "sandbox", "envfile", "preloaded", "scoring"}
 VIEWS = {"cli", "console", "report", "compare", "status", "history", "export"}  # what a person reads; the rooms
 # below tell what happens through events.py, and the door (fallback.py) gives the console as their listener
-STORE_AND_DOING = {"record", "tallies", "snapshots", "journal", "ledger", "untrusted", "gate", "terrarium", "zygote",
+STORE_AND_DOING = {"record", "snapshots", "journal", "ledger", "untrusted", "gate", "terrarium", "zygote",
                    "source", "selection", "evaluate", "blame"}
 
 

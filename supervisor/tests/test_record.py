@@ -220,9 +220,9 @@ def oracle(db, start, width):
             "scores": [run["scored"] for run in ordered if run["scored"]]}
 
 
-def test_the_tallies_count_what_the_rows_say_however_they_were_written(tmp_path):
-    """The page's figures of the whole history come from running counts; they must agree with the rows, a rewritten
-    row and gaps in the numbers included, and a record from before the tallies must read the same."""
+def test_the_summary_and_ledger_count_what_the_rows_say_however_they_were_written(tmp_path):
+    """The page's figures of the whole history must agree with the rows, a rewritten row and gaps in the numbers
+    included, and a record written by the keeper that kept running counts beside the rows must read the same."""
     rng, book = random.Random(7), record.Writer(record.path_of(tmp_path))
     numbers = sorted(rng.sample(range(1, 5_000), 2_500))
     kinds = [kind.value for kind in Outcome]
@@ -246,13 +246,30 @@ def test_the_tallies_count_what_the_rows_say_however_they_were_written(tmp_path)
     assert sorted((d, m, u["requests"], u["prompt"]) for d, models in ledger.items() for m, u in models.items()) \
         == sorted(requests)
     assert sorted((d, m, u["wasted"]["x"]) for d, models in ledger.items() for m, u in models.items()) == sorted(wasted)
-    db.executescript("DROP TABLE tallies; DROP TABLE daily; PRAGMA user_version = 0")  # a record from before them
+    db.executescript(PREVIOUS_COUNTS)  # as the keeper before 2026-12-06 left a record: its counts, gone stale
     db.close()
-    assert {cells: record.summary(tmp_path, cells) for cells in summaries} == summaries  # counted for the reader
-    assert record.ledger(tmp_path) == ledger
+    assert {cells: record.summary(tmp_path, cells) for cells in summaries} == summaries  # read from the rows
+    assert record.ledger(tmp_path) == ledger and record.count(tmp_path) == summaries[7]["total"]
     record.Writer(record.path_of(tmp_path)).write({"number": 9_999, "kind": "landed", "outcome": "landed"})
-    again = record.summary(tmp_path, 10_000)  # the writer counted them again, and goes on
+    db = sqlite3.connect(record.path_of(tmp_path))
+    assert db.execute("SELECT name FROM sqlite_master WHERE name IN ('tallies', 'daily', 'cells0')").fetchall() == []
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 0  # dropped once, at the start
+    db.close()
+    again = record.summary(tmp_path, 10_000)  # and the writer goes on
     assert again["total"] == summaries[10_000]["total"] + 1 and again["high"] == 9_999
+
+
+PREVIOUS_COUNTS = """
+CREATE TABLE tallies (level INTEGER, cell INTEGER, best INTEGER, landed INTEGER, rolled INTEGER, scored INTEGER,
+  k0 INTEGER, lo INTEGER, hi INTEGER, PRIMARY KEY (level, cell)) WITHOUT ROWID;
+CREATE TABLE daily (day TEXT NOT NULL, model TEXT NOT NULL, kind TEXT NOT NULL, wasted TEXT NOT NULL,
+  requests INTEGER, prompt INTEGER, output INTEGER, thinking INTEGER, PRIMARY KEY (day, model, kind, wasted))
+  WITHOUT ROWID;
+CREATE VIEW cells0 AS SELECT number AS cell FROM iterations;
+INSERT INTO tallies VALUES (21, 0, 0, 1, NULL, NULL, 3, 1, 3);
+INSERT INTO daily VALUES ('2026-11-01', 'a', 'answer', '', 5, 50, 5, 0);
+PRAGMA user_version = 2;
+"""
 
 
 def test_a_long_log_is_set_aside_and_begun_again_and_a_kill_in_between_costs_nothing(workspace, env, gemini):
@@ -286,30 +303,6 @@ def brute_force_agrees(root):
     booked = sum(use["requests"] for models in record.ledger(root).values() for use in models.values())
     assert booked == db.execute("SELECT (SELECT count(*) FROM requests) + (SELECT coalesce(sum(requests), 0) "
                                 "FROM carried)").fetchone()[0]  # usage.json's counts from before the record too
-    db.close()
-
-
-def test_rows_written_without_the_tallies_are_counted_again_at_the_next_start(tmp_path):
-    """A keeper from before the tallies run again on the record (a checkout of an older version), or a person who
-    deletes a row by hand, leaves counts that no longer say what the rows say: the next start counts them again."""
-    book, kinds = record.Writer(record.path_of(tmp_path)), [kind.value for kind in Outcome]
-    for number in range(1, 41):
-        book.write({"number": number, "kind": kinds[number % len(kinds)], "outcome": kinds[number % len(kinds)]},
-                   [{"day": "2026-11-01", "model": "a", "kind": "answer", "tokens": {"prompt": 1}}])
-    book.db.close()
-    db = sqlite3.connect(record.path_of(tmp_path))
-    for number in range(41, 61):  # as the keeper before the tallies writes: rows only, the user_version left as it is
-        db.execute("INSERT INTO iterations (number, kind, outcome) VALUES (?, 'rolled back', 'rolled back')", (number,))
-        db.execute("INSERT INTO requests (iteration, day, model, kind, prompt_tokens, output_tokens, thinking_tokens) "
-                   "VALUES (?, '2026-11-02', 'a', 'answer', 1, 0, 0)", (number,))
-    db.execute("DELETE FROM iterations WHERE number = 7")  # and one taken out by hand
-    db.commit()
-    record.Writer(record.path_of(tmp_path)).db.close()  # the next start
-    brute_force_agrees(tmp_path)
-    db.execute("DROP TABLE tallies")  # a record whose tallies were lost (user_version 1 left): the start counts them
-    db.commit()
-    record.Writer(record.path_of(tmp_path)).write({"number": 61, "kind": "landed", "outcome": "landed"})
-    brute_force_agrees(tmp_path)
     db.close()
 
 
@@ -364,14 +357,13 @@ def test_a_kill_between_the_two_moves_of_a_set_aside_loses_no_section(workspace,
     assert "Iterations up to 5 are in backups/logs/" in log.read_text() and headings(log) == [6, 7]  # not all again
 
 
-def test_a_reader_counts_a_record_from_before_the_tallies_while_the_keeper_holds_a_write(tmp_path):
-    """--status and the page on a record the keeper has not yet counted (tallies counted in memory), while the keeper
-    is in the middle of a write: what is committed is counted, and nothing waits or fails."""
+def test_a_reader_counts_what_is_committed_while_the_keeper_holds_a_write(tmp_path):
+    """--status and the page while the keeper is in the middle of a write: what is committed is counted, and nothing
+    waits or fails."""
     book = record.Writer(record.path_of(tmp_path))
     for number in range(1, 30):
         book.write({"number": number, "kind": "landed", "outcome": "landed", "score": number},
                    [{"day": "2026-11-01", "model": "a", "kind": "answer", "tokens": {"prompt": 1}}])
-    book.db.executescript("DROP TABLE tallies; DROP TABLE daily; DROP VIEW cells0; PRAGMA user_version = 0")
     book.db.execute("BEGIN IMMEDIATE")  # the keeper's write under way, not yet committed
     book.db.execute("INSERT INTO iterations (number, kind, outcome) VALUES (30, 'stopped', 'stopped')")
     started = time.monotonic()
@@ -398,15 +390,14 @@ def test_a_record_made_anew_after_the_log_was_set_aside_brings_in_the_logs_set_a
 
 def test_token_counts_past_what_sqlite_sums_do_not_stop_the_keeper(tmp_path):
     """A model server of one's own that reports absurd token counts (any int is taken): the requests are recorded,
-    and counting them again (a record from before the tallies, at the next start) must not fail with SQLite's
-    'integer overflow', which would stop the keeper and --status on that record for good."""
+    and summing them for the ledger must not fail with SQLite's 'integer overflow', which would stop the keeper
+    (its start reads the ledger) and --status on that record for good."""
     book = record.Writer(record.path_of(tmp_path))
     huge = {"prompt": 2**62, "output": 2**62, "thinking": 1}
     book.write({"number": 1, "kind": "landed", "outcome": "landed"},
                [{"day": "2026-11-01", "model": "a", "kind": "answer", "tokens": huge}] * 3)
-    book.db.executescript("DROP TABLE tallies; DROP TABLE daily; DROP VIEW cells0; PRAGMA user_version = 0")
-    assert record.ledger(tmp_path)["2026-11-01"]["a"]["prompt"] >= 2**63 - 1  # read in memory
-    record.Writer(record.path_of(tmp_path)).db.close()  # the next start counts them again
+    assert record.ledger(tmp_path)["2026-11-01"]["a"]["prompt"] >= 2**63 - 1
+    record.Writer(record.path_of(tmp_path)).db.close()  # the next start
     use = record.ledger(tmp_path)["2026-11-01"]["a"]
     assert use["requests"] == 3 and use["prompt"] >= 2**63 - 1 and use["thinking"] == 3 and record.count(tmp_path) == 1
 
