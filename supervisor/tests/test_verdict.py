@@ -4,7 +4,14 @@ gate's verdict, the ratchet's count or the person's score. Every such attempt th
 
 The attacks on one state share a run of the keeper, an iteration each (a rolled-back change leaves the state as it
 was), and each test reads its own iteration's outcome: one keeper's start-up for many attacks keeps the suite short.
+Each shared run is made once a test session, by the first of pytest-xdist's workers that needs it; the others read it.
 """
+import fcntl
+import json
+import os
+import subprocess
+from pathlib import Path
+
 import pytest
 
 import fake_gemini as api
@@ -12,7 +19,7 @@ from conftest import REPO, fresh_workspace, load_keeper, user_env
 from test_attacks import FAILING_TEST, RIGHT_CALC, WRONG_CALC, held, outside  # noqa: F401 (a fixture)
 from test_fallback import outcomes, run_fallback
 
-pytestmark = pytest.mark.xdist_group("test_verdict")  # its shared runs are made once: all its tests in one worker
+pytestmark = pytest.mark.xdist_group("test_verdict")  # all its tests in one worker, where pytest-xdist keeps groups
 
 THREE = ("tests/test_calc.py", "from calc import add\n\n\ndef test_add():\n    assert add(2, 2) == 4\n\n\n"
          "def test_zero():\n    assert add(0, 0) == 0\n\n\ndef test_negative():\n    assert add(-1, 1) == 0\n")
@@ -23,6 +30,22 @@ SWALLOW = ("import pytest\n\n\n@pytest.hookimpl(wrapper=True{spec})\ndef swallow
            "    except Exception:\n        pass\n")  # a wrapper of pytest_runtest_call that lands a failing test
 PLUGIN = ("helper.py", SWALLOW.format(spec="").replace("def swallow", "def pytest_runtest_call")
           + "\n\nclass Swallow:\n    pytest_runtest_call = staticmethod(pytest_runtest_call)\n")  # a module, or a class
+
+
+def shared_run(tmp_path_factory, name, answers):
+    """one_run's (the workspace, what the keeper printed, the outcomes in order), made once a session: under a lock
+    in the session's own folder, the first worker to ask makes it and leaves its account there; the tests only read
+    the workspace."""
+    session = tmp_path_factory.getbasetemp()
+    session = session.parent if os.environ.get("PYTEST_XDIST_WORKER") else session  # a worker's is the session's
+    account = session / f"{name}-run.json"
+    with open(session / f"{name}-run.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not account.exists():  # the first, or the one after a run that failed (its test says why)
+            root, done, found = one_run(tmp_path_factory, name, answers)
+            account.write_text(json.dumps([str(root), done.stdout, found]))
+        root, stdout, found = json.loads(account.read_text())
+    return Path(root), subprocess.CompletedProcess(["fallback.py"], 0, stdout, ""), found
 
 
 def one_run(tmp_path_factory, name, answers, setup=lambda root, env: None):
@@ -118,7 +141,7 @@ ON_THE_VERDICT = {**FROM_THE_ISSUE, **BEYOND_THE_SOURCE, **WITHIN_THE_SOURCE, **
 
 @pytest.fixture(scope="session")  # made once a worker, even if it runs tests of other files between these
 def verdict_run(tmp_path_factory):
-    return one_run(tmp_path_factory, "verdict", [[WRONG_CALC, FAILING_TEST, *files]
+    return shared_run(tmp_path_factory, "verdict", [[WRONG_CALC, FAILING_TEST, *files]
                                                  for files, _ in ON_THE_VERDICT.values()])
 
 
@@ -164,7 +187,8 @@ ON_THE_RATCHET = {
 
 @pytest.fixture(scope="session")
 def ratchet_run(tmp_path_factory):
-    return one_run(tmp_path_factory, "ratchet", [[RIGHT_CALC, THREE], *(files for files, _ in ON_THE_RATCHET.values())])
+    return shared_run(tmp_path_factory, "ratchet", [[RIGHT_CALC, THREE],
+                                                    *(files for files, _ in ON_THE_RATCHET.values())])
 
 
 @pytest.mark.parametrize("attack", ON_THE_RATCHET)
