@@ -109,8 +109,7 @@ def test_a_keeper_run_in_this_process_leaves_it_as_it_found_it(tmp_path, env, ge
     """The tests run the keeper in their own process (conftest.keeper): each run must leave nothing behind that the
     next test, or the next keeper on the same folder, would meet."""
     def state():
-        children = [p for p in os.listdir("/proc") if p.isdigit() and
-                    Path(f"/proc/{p}/stat").read_text().rsplit(") ", 1)[-1].split()[1] == str(os.getpid())]
+        children = load_keeper("sandbox").descendants(os.getpid())
         return (threading.active_count(), sorted(os.listdir("/proc/self/fd")), children, os.getcwd(), dict(os.environ),
                 [signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM)], list(sys.path),
                 sorted(name for name in sys.modules if name.partition(".")[0] == "supervisor"), sys.stdout, sys.stderr)
@@ -166,7 +165,8 @@ def test_the_readmes_test_command_runs_none_of_the_models_code(tmp_path):
         (clone / rel).parent.mkdir(exist_ok=True)
         (clone / rel).write_text(spy)
     (clone / "pytest.ini").write_text("[pytest]\naddopts = -p spyplugin\n")
-    done = subprocess.run([sys.executable, *command.split()[1:], "--collect-only", "-n", "0"], cwd=clone,
+    env = {name: value for name, value in os.environ.items() if not name.startswith("PYTEST_")}  # not this worker's
+    done = subprocess.run([sys.executable, *command.split()[1:], "--collect-only", "-n", "0"], cwd=clone, env=env,
                           capture_output=True, text=True, timeout=120)  # collected in one process: no workers
     assert done.returncode == 0, done.stdout + done.stderr
     assert "test_seed.py::" in done.stdout and "test_spy" not in done.stdout

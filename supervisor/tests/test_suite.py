@@ -1,4 +1,5 @@
 """The suite's own footing: what its tests count on from pytest and pytest-xdist holds in the installed versions."""
+import os
 import subprocess
 import sys
 
@@ -21,8 +22,9 @@ def test_the_tests_of_one_xdist_group_run_in_one_worker(tmp_path):
     pytest that loses the groups (9.2 with pytest-xdist 3.8) fails here, not as a flaky test elsewhere."""
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     (tmp_path / "test_groups.py").write_text(TEST)
+    env = {name: value for name, value in os.environ.items() if not name.startswith("PYTEST_")}  # not this worker's
     done = subprocess.run([sys.executable, "-P", "-m", "pytest", "-q", "-n", "2", "--dist", "loadgroup", "-p",
-                           "no:cacheprovider"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+                           "no:cacheprovider"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     workers = (tmp_path / "workers.txt").read_text().split()
     assert len(workers) == 6 and len(set(workers)) == 1, workers
