@@ -448,7 +448,7 @@ def a_fresh_clone(tmp_path):
     return root
 
 
-def test_the_demo_runs_offline_in_a_copy_and_leaves_the_workspace_alone(env, tmp_path):
+def test_the_demo_runs_offline_in_a_copy_leaves_the_workspace_alone_and_says_how_to_read_its_record(env, tmp_path):
     workspace = a_fresh_clone(tmp_path)
     env["TMPDIR"] = str(tmp_path)  # where the demo's copy goes, and pytest clears
     del env["GEMINI_API_KEY"]
@@ -467,6 +467,14 @@ def test_the_demo_runs_offline_in_a_copy_and_leaves_the_workspace_alone(env, tmp
     page = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", (copy / "report.html").read_text()))
     assert f"its page: {copy / 'report.html'}" in " ".join(done.stdout.split())
     assert "3 iterations 2 landed 1 rolled back" in page and "Files: 3" in page and "Tests: 2" in page
+    said = re.search(r"^  its record: cd (\S+) && python (fallback\.py --show 2)  ", done.stdout, re.M)
+    assert Path(said[1]) == copy
+    shown = subprocess.run([sys.executable, *said[2].split()], cwd=copy, env=env, capture_output=True, text=True,
+                           timeout=60)
+    assert shown.returncode == 0 and shown.stdout.startswith("Iteration 2 — ") and "rolled back" in shown.stdout
+    replayed = run_fallback(workspace, env, "--replay", str(copy)).stdout  # the same keeper, from the clone
+    keepers = re.search(r"recorded by keeper (\S+), replayed by keeper (\S+)$", replayed.strip()).groups()
+    assert keepers[0] == keepers[1], replayed
     exported = subprocess.run([sys.executable, "fallback.py", "--export-git", str(tmp_path / "history")], cwd=copy,
                               env=env, capture_output=True, text=True, timeout=60)
     assert exported.returncode == 0, exported.stderr

@@ -416,22 +416,6 @@ def test_show_lays_out_the_answer_says_the_reason_once_and_shows_the_failing_out
     assert "=== the output that shows it" in shown and "assert 0 == 4" in shown
 
 
-def test_the_demo_says_how_to_read_its_record_and_its_keeper_is_the_clones(env, tmp_path):
-    from test_fallback import a_fresh_clone
-    clone = a_fresh_clone(tmp_path)
-    env.update(TMPDIR=str(tmp_path), GEMINI_API_BASE="http://127.0.0.1:9")
-    demo = subprocess.run([sys.executable, "fallback.py", "--demo"], cwd=clone, env=env, capture_output=True,
-                          text=True, timeout=120)
-    said = re.search(r"^  its record: cd (\S+) && python (fallback\.py --show 2)  ", demo.stdout, re.M)
-    copy, command = said.groups()
-    shown = subprocess.run([sys.executable, *command.split()], cwd=copy, env=env,
-                           capture_output=True, text=True, timeout=60)
-    assert shown.returncode == 0 and shown.stdout.startswith("Iteration 2 — ") and "rolled back" in shown.stdout
-    replayed = run_fallback(clone, env, "--replay", copy).stdout  # the same keeper, from the clone: the same name
-    keepers = re.search(r"recorded by keeper (\S+), replayed by keeper (\S+)$", replayed.strip()).groups()
-    assert keepers[0] == keepers[1], replayed
-
-
 def test_a_finished_runs_page_draws_its_marks_clear_of_the_labels_and_says_no_running(workspace, env, gemini):
     test = "from calc import add\n\n\ndef test_add():\n    assert add(2, 2) == 4\n"
     gemini.reply(api.answer([("calc.py", "def add(a, b):\n    return a - b\n"), ("tests/test_calc.py", test)]))
