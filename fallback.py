@@ -336,8 +336,9 @@ def run(argv=None):
     except PermissionError as error:  # a command by hand in a folder it may not write, or read
         return cli.config_error(f"{error.filename or 'a file'}: {error.strerror or error}: check the folder's "
                                 "permissions")
-    finally:
-        zygote.stop()  # the preloaded process ends with the keeper, in its own process or not
+    finally:  # what the keeper opened ends with its run, in its own process or not
+        zygote.stop()
+        book.close()
 
 
 if __name__ == "__main__":

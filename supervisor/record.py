@@ -248,6 +248,13 @@ def writer(root=ROOT):
     return Writer(path_of(root))
 
 
+def close():
+    """Close the keeper's writer, if it was opened (as the keeper's run ends)."""
+    if writer.cache_info().currsize:
+        writer().db.close()
+        writer.cache_clear()
+
+
 def date_requests(db):
     """Each request without a day dated by its iteration's end (the Pacific day): a
     keeper from before requests were dated as they left wrote those Ctrl+C or --timeout cut short without one."""

@@ -3,7 +3,6 @@ import ast
 import compileall
 import contextlib
 import functools
-import gc
 import importlib
 import importlib.util
 import os
@@ -90,7 +89,6 @@ def keeper(root, env, *args, timeout=120):
         for name in [name for name in sys.modules if name.partition(".")[0] == "supervisor"]:
             del sys.modules[name]
         sys.modules.update(ours)
-        gc.collect()  # the run's modules hold their files (the record, the lock) in cycles: closed now, not later
     return subprocess.CompletedProcess([sys.executable, "fallback.py", *args], code, *printed)
 
 

@@ -4,6 +4,7 @@ Each runs `python fallback.py` in copies of the workspace against the fake Gemin
 iterations is recorded once for the module (a landing, a rollback, its fix, a no-change, two landings) and only
 read by the tests that say it stays as it was; a test that alters it works on a copy.
 """
+import contextlib
 import hashlib
 import json
 import re
@@ -104,8 +105,8 @@ def test_a_stored_answer_altered_replays_with_exit_1_naming_its_iteration(record
     assert lines[4].startswith("iteration 5: differs: the state it left (search.py)")
     assert re.search(r"iteration\(s\) differ, iteration 5 first; the replay is in (\S+)", done.stdout.splitlines()[-1])
     kept = Path(re.search(r"the replay is in (\S+)", done.stdout)[1])
-    settings = [json.loads(row[0]) for row in sqlite3.connect(kept / "backups" / "record.sqlite").execute(
-        "SELECT settings FROM runs")]
+    with contextlib.closing(sqlite3.connect(kept / "backups" / "record.sqlite")) as db:  # closed before the rmtree
+        settings = [json.loads(row[0]) for row in db.execute("SELECT settings FROM runs")]
     assert settings and all("SEED_NAMESPACES" not in found for found in settings)  # confinement is never a record's
     shutil.rmtree(kept.parent)
 
