@@ -149,7 +149,7 @@ def test_plant():
     open("/dev/shm/planted", "w").close()
     assert ctypes.CDLL(None).shmget(0x5EED, 4096, 0o1600) >= 0  # IPC_CREAT: System V memory of the IPC namespace
     subprocess.Popen([sys.executable, "-c", "import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(300)",
-                      "left-by-a-candidate"], start_new_session=True)
+                      "planted-by-a-candidate"], start_new_session=True)
 '''
 FIND = r'''import builtins, ctypes, errno, importlib, os, sys, tempfile
 import pytest
@@ -165,11 +165,13 @@ def test_nothing_of_the_candidate_before():
     with pytest.raises(ImportError):
         importlib.import_module("planted_module")
     assert not [p for p in os.listdir("/proc") if p.isdigit() and
-                b"left-by-a-candidate" in open(f"/proc/{p}/cmdline", "rb").read()]
+                b"planted-by-a-candidate" in open(f"/proc/{p}/cmdline", "rb").read()]
 '''
 
 
 def test_nothing_an_earlier_candidate_leaves_reaches_the_next(workspace, tmp_path):
+    """(Its process is named apart from the one the driver looks for after a candidate out of time: a worker running
+    that test at the same moment sees every process of the machine.)"""
     plant = {"planted_module.py": "VALUE = 1\n", "tests/test_plant.py": PLANT}
     results = drive(workspace, [plant, {"tests/test_find.py": FIND}], tmp_path)
     assert results[0]["failure"] is None, results[0]["output"]
