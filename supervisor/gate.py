@@ -107,13 +107,25 @@ def python_names():
     interpreter's site-packages, as the keeper's own path has them: the folder is never on it), and every name their
     own code imports, found or not (copy.py tries Jython's org.python.core, urllib3 tries socks: a module of that
     name in the folder ran in the scorer, and in a person's `python -m http.server` there, reading .env). Worked out
-    from their sources, never listed."""
+    from their sources, never listed, in about half a second, and kept in the user's cache for this interpreter and
+    these packages (blame.world): the tests start the keeper hundreds of times."""
+    world = blame.world()
+    key = hashlib.sha256(json.dumps([world["python"], world["packages"]]).encode()).hexdigest()[:16]
+    kept = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "seed" / f"python-owners-{key}.json"
+    try:
+        names = json.loads(kept.read_text())
+        if isinstance(names, dict) and all(isinstance(owner, str) for owner in names.values()):
+            return names
+    except (OSError, ValueError):
+        pass
     names = {name: "the standard library" for name in sys.stdlib_module_names}
     names.update(sitecustomize="a start-up hook of Python's", usercustomize="a start-up hook of Python's")
     for name, owners in importlib.metadata.packages_distributions().items():
         names.setdefault(name, f"the installed package {owners[0]}")
     for name in imported_by_python():
         names.setdefault(name, "a name the standard library or an installed package imports")
+    with contextlib.suppress(OSError):  # a home that cannot be written: it is worked out again next time
+        write_atomically(kept, json.dumps(names, sort_keys=True).encode())
     return names
 
 
@@ -125,15 +137,7 @@ IMPORT_LINE = re.compile(rb"^[ \t]*(?:from[ \t]+(" + DOTTED_NAME + rb")[ \t]+imp
 
 def imported_by_python():
     """The top-level names every module of the standard library and of this interpreter's site-packages imports
-    (their tests but not: nothing runs those here), read as text in about half a second, and kept in the user's
-    cache for this interpreter and these packages (blame.world): the tests start the keeper hundreds of times."""
-    world = blame.world()
-    key = hashlib.sha256(json.dumps([world["python"], world["packages"]]).encode()).hexdigest()[:16]
-    kept = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "seed" / f"python-names-{key}.json"
-    try:
-        return set(json.loads(kept.read_text()))
-    except (OSError, ValueError, TypeError):
-        pass
+    (their tests but not: nothing runs those here), read as text."""
     found = set()
     roots = {sysconfig.get_paths()[kind] for kind in ("stdlib", "platstdlib", "purelib", "platlib")}
     for root in roots:
@@ -147,10 +151,7 @@ def imported_by_python():
                 for module, listed in IMPORT_LINE.findall(text):
                     found.update(part.strip().split(b" ")[0].split(b".")[0].decode()
                                  for part in (module or listed).split(b","))
-    found = {name for name in found if name.isidentifier()}
-    with contextlib.suppress(OSError):  # a home that cannot be written: it is read again next time
-        write_atomically(kept, json.dumps(sorted(found)).encode())
-    return found
+    return {name for name in found if name.isidentifier()}
 
 
 def ratchet_of(start):

@@ -14,6 +14,7 @@ import sys
 import pytest
 
 import fake_gemini as api
+from conftest import load_keeper
 from test_fallback import outcomes, run_fallback
 
 PLANTED = "raise SystemExit('PLANTED {name}.py RAN')\n"  # what a module of the folder does if anything imports it
@@ -96,3 +97,19 @@ def test_a_module_that_takes_a_name_python_has_never_lands_and_says_why(workspac
                  "org/python/core.py (org: a name the standard library or an installed package imports)"):
         assert told in tasks, tasks
     assert not any((workspace / rel).exists() for rel in ("signal.py", "sitecustomize.py", "requests", "org"))
+
+
+def test_the_names_python_has_are_worked_out_once_kept_whole_and_worked_out_again_from_a_damaged_cache(tmp_path,
+                                                                                                      monkeypatch):
+    gate = load_keeper("gate")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    gate.python_names.cache_clear()
+    names = gate.python_names()
+    kept = next((tmp_path / "seed").glob("python-owners-*.json"))
+    assert json.loads(kept.read_text()) == names and names["json"] == "the standard library"
+    assert names["requests"] == "the installed package requests" and names["org"].startswith("a name the standard")
+    for damaged in ("[1, 2]", '{"json": 1}', "{not json"):
+        kept.write_text(damaged)
+        gate.python_names.cache_clear()
+        assert gate.python_names() == names and json.loads(kept.read_text()) == names
+    gate.python_names.cache_clear()
