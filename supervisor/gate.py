@@ -303,8 +303,9 @@ def imported_tops(sha):
     """The top names a module imports absolutely, but the standard library's (none when it does not parse): by
     its content, once (the seed is read at every gate, and changes seldom)."""
     tree = selection.tree_of(sha) or ast.Module(body=[], type_ignores=[])
-    names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
-    names += [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module and not n.level]
+    imports = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]  # one walk of the tree
+    names = [a.name for n in imports if isinstance(n, ast.Import) for a in n.names]
+    names += [n.module for n in imports if isinstance(n, ast.ImportFrom) and n.module and not n.level]
     return frozenset(name.split(".")[0] for name in names) - set(sys.stdlib_module_names)
 
 
