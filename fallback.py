@@ -93,9 +93,13 @@ from supervisor import envfile  # noqa: E402
 
 envfile.load(ROOT / ".env")  # before the settings are read from the environment: a value in .env counts everywhere
 
-from supervisor import backends, cli, events, journal, record as book, snapshots as snap, terrarium, zygote  # noqa: E402
-from supervisor.console import (count, local_time, report, say, show_iteration, show_phase,  # noqa: E402
-                                start_status_line, summary)
+from supervisor import events  # noqa: E402
+from supervisor.confined import terrarium, zygote  # noqa: E402
+from supervisor.gateway import backends  # noqa: E402
+from supervisor.store import journal, record as book, snapshots as snap  # noqa: E402
+from supervisor.views import cli  # noqa: E402
+from supervisor.views.console import (count, local_time, report, say, show_iteration, show_phase,  # noqa: E402
+                                      start_status_line, summary)
 from supervisor.iteration import Memory, note_dry_spell, run_iteration  # noqa: E402
 from supervisor.kinds import Outcome, Result  # noqa: E402
 from supervisor.recovery import recover, write_iteration  # noqa: E402

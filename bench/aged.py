@@ -74,7 +74,7 @@ def age(root, sections):
             log.write(f"\n## Iteration {number} — 2026-01-01 00:00:00 UTC — landed: 3 file(s) changed\n\n- Tasks:\n"
                       f"  1. Add feature {number}\n- Files: pkg1/mod1.py +3 −3, pkg2/mod2.py +1 −1\n- Model: "
                       f"gemini-3.5-flash, 1 request(s), tokens 31,000 prompt + 900 output + 400 thinking; 4.1 s\n")
-    record = importlib.import_module(f"{k.settings.__name__.rsplit('.', 1)[0]}.record")
+    record = importlib.import_module(f"{k.settings.__name__.rsplit('.', 1)[0]}.store.record")
     book = record.writer(root)  # the keeper's record, made from that log as a first start would make it
     with record.Transaction(book.db):  # and a year of requests, three for two iterations (the newest with their
         for number in range(1, sections + 1):  # bytes: storing a year of them would take minutes here)

@@ -70,7 +70,9 @@ STALL = 30                # iterations in a row that ask nothing and wait for no
 GATE_TARGET, SHARE_TARGET, LANDED_TARGET = 1.5, 0.25, 0.95  # the issue's targets
 KEY = "AQ.Ab8RN6bench-not-a-real-key-0123456789"
 KEEPER_FILES = ["seed.py", "fallback.py", "goal.md", "pending_tasks.md", "iteration_log.md", "supervisor/tests/conftest.py",
-                "supervisor/tests/fake_gemini.py", *(f"supervisor/{p.name}" for p in sorted((REPO / "supervisor").glob("*.py")))]
+                "supervisor/tests/fake_gemini.py",
+                *(p.relative_to(REPO).as_posix() for p in sorted((REPO / "supervisor").rglob("*.py"))
+                  if "tests" not in p.relative_to(REPO).parts)]
 MINUTE, DAY_SECONDS = 60.0, 86_400
 COLUMNS = [("available", 10), ("used", 6), ("answered", 9), ("landed", 7), ("wasted", 7), ("landed/avail", 13),
            ("s/request", 10), ("x scale", 9), ("in 24 h", 9)]  # the day's table
@@ -179,7 +181,7 @@ GROWN_LOG = Template("""
 GATE_TIMER = """import runpy, sys, time
 sys.argv[0] = "fallback.py"
 keeper = runpy.run_path("fallback.py")
-gate = sys.modules["supervisor.gate"]
+gate = sys.modules["supervisor.confined.gate"]
 def timed(*args, untimed=gate.gate):
     started = time.perf_counter()
     try:
@@ -335,7 +337,7 @@ def grow(root):
 
 
 def codebase_bytes(root):
-    return sum(p.stat().st_size for p in root.rglob("*.py") if p.parent.name != "supervisor"
+    return sum(p.stat().st_size for p in root.rglob("*.py") if p.relative_to(root).parts[0] != "supervisor"
                and p.name not in ("fallback.py", "conftest.py", "fake_gemini.py"))
 
 

@@ -3,7 +3,7 @@
     python bench/launch.py                # 40 launches of each kind; about ten seconds
     python bench/launch.py --launches 100
 
-Each kind launches `python -c pass` through supervisor/sandbox.py's launcher as the keeper does (the seed's
+Each kind launches `python -c pass` through supervisor/confined/sandbox.py's launcher as the keeper does (the seed's
 policy: Landlock, the gateway's port; the gate's: its own servers; both, the system call filter), started in
 sandbox.START and entering a throwaway working copy, with a loopback server standing in for the gateway. Rows:
 plain `python -c pass`; the seed's and the gate's policy without namespaces; the same with namespaces (user, PID,
@@ -39,7 +39,7 @@ print(" ".join(map(str, times)))
 
 
 def load_sandbox():
-    spec = importlib.util.spec_from_file_location("bench_sandbox", REPO / "supervisor" / "sandbox.py")
+    spec = importlib.util.spec_from_file_location("bench_sandbox", REPO / "supervisor" / "confined" / "sandbox.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

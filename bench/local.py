@@ -45,7 +45,8 @@ from test_openai_compatible import QWEN, FakeServer, ollama, ollama_answer  # no
 
 FILES = ["seed.py", "fallback.py", "goal.md", "pending_tasks.md", "iteration_log.md", "supervisor/tests/conftest.py",
          "supervisor/tests/fake_gemini.py", "supervisor/tests/test_seed.py",
-         *sorted(p.relative_to(REPO).as_posix() for p in (REPO / "supervisor").glob("*.py"))]
+         *sorted(p.relative_to(REPO).as_posix() for p in (REPO / "supervisor").rglob("*.py")
+                 if "tests" not in p.relative_to(REPO).parts)]
 PACKAGES = ["billing", "catalog", "ledger", "reports", "shipping"]  # one per 500 files, none named like the stdlib
 CONTEXT = 32_768      # tokens: the context Ollama's /api/ps says the model runs with
 WARM_UP = 1           # iterations run first, in a process of their own, and not timed

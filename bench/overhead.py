@@ -86,7 +86,9 @@ def load_keeper(root):
     spec.loader.exec_module(sys.modules[name])
     parts = ("settings", "snapshots", "terrarium", "gate", "source", "journal", "record", "sandbox", "kinds",
              "scrub", "check")
-    return SimpleNamespace(**{part: importlib.import_module(f"{name}.{part}") for part in parts})
+    where = {p.stem: ".".join(p.relative_to(root / "supervisor").with_suffix("").parts)
+             for p in (root / "supervisor").rglob("*.py") if "tests" not in p.relative_to(root).parts}
+    return SimpleNamespace(**{part: importlib.import_module(f"{name}.{where[part]}") for part in parts})
 
 
 def timed(function, *args):

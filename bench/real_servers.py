@@ -43,7 +43,8 @@ GOAL = "# Goal\n\nGrow a small note keeper, notes.py, with a test for each comma
 ANSWER = json.dumps({"tasks": ["Add notes", "List them", "Test them"], "done": [],
                      "files": [{"path": "notes.py", "content": "NOTES = []\n\n\ndef add(text):\n    NOTES.append(text)\n"}]})
 FILES = ["seed.py", "fallback.py", ".env.example", "supervisor/tests/conftest.py", "supervisor/tests/fake_gemini.py", "supervisor/tests/test_seed.py",
-         *sorted(p.relative_to(REPO).as_posix() for p in (REPO / "supervisor").glob("*.py"))]
+         *sorted(p.relative_to(REPO).as_posix() for p in (REPO / "supervisor").rglob("*.py")
+                 if "tests" not in p.relative_to(REPO).parts)]
 VENVS = {"litellm": ["litellm[proxy]", "openai", "google-genai"], "llama": ["llama-cpp-python[server]", "gguf"]}
 TINY = "tiny"  # the llama-cpp-python model's alias
 PORTABLE = "-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON"  # llama.cpp
@@ -425,7 +426,7 @@ print(json.dumps({"files": json.loads(answer.text)["files"], "path": client._api
 def genai_through_gateway(python, settings):
     """google-genai's client asks the keeper's gateway, as the seed would; the seed's own body validates as its types."""
     sys.path.insert(0, str(REPO))
-    from supervisor import backends
+    from supervisor.gateway import backends
     body = seed_request()
     with tempfile.TemporaryDirectory() as state:
         gateway = backends.open_gateway(settings, state, say=lambda line: None)

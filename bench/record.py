@@ -145,7 +145,8 @@ def at_scale(iterations):
         grow(root, min(iterations, GROWN), files=30, keep=100, every=7)
         extend(root, iterations)
         built = time.perf_counter() - began
-        for rel in ["fallback.py", *(p.relative_to(REPO).as_posix() for p in (REPO / "supervisor").glob("*.py"))]:
+        for rel in ["fallback.py", *(p.relative_to(REPO).as_posix() for p in (REPO / "supervisor").rglob("*.py")
+                                     if "tests" not in p.relative_to(REPO).parts)]:
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / rel, root / rel)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("GEMINI_", "SEED_", "OPENAI_"))}

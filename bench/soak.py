@@ -38,9 +38,10 @@ import fake_gemini as api  # noqa: E402  (the tests' fake server, reused)
 
 FILES = ["seed.py", "fallback.py", "goal.md", "pending_tasks.md", "iteration_log.md", ".env.example",
          "supervisor/tests/conftest.py", "supervisor/tests/fake_gemini.py",
-         *sorted(p.relative_to(REPO).as_posix() for p in (REPO / "supervisor").glob("*.py"))]
+         *sorted(p.relative_to(REPO).as_posix() for p in (REPO / "supervisor").rglob("*.py")
+                 if "tests" not in p.relative_to(REPO).parts)]
 PROTECTED = ["fallback.py", ".env", ".env.example", "supervisor/tests/conftest.py", "supervisor/tests/fake_gemini.py",
-             "supervisor/gateway.py"]
+             "supervisor/gateway/gateway.py"]
 PERSON_TASKS = ["- [ ] keep the notes tidy", "- [ ] add a --version flag"] + \
     [f"- [ ] a person's idea number {n}" for n in range(25)]
 FAILURE_TASKS = "".join(f"- [ ] Iteration {n} was rolled back: tests failed. Find and fix the cause. [failure "

@@ -23,14 +23,16 @@ import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 
-from . import blame, decide, evaluate, gate, journal, snapshots as snap, terrarium, zygote
-from .answers import CHARS_PER_TOKEN
+from .confined import blame, evaluate, gate, terrarium, zygote
+from . import decide
+from .store import journal, snapshots as snap
+from .gateway.answers import CHARS_PER_TOKEN
 from .events import phase, tell
 from .scrub import redact, secret_in
 from .kinds import SAME_FILES, Failure, Outcome, Result, RunFailure, ScoreFailure
 from .settings import (DRY_SPELL, EX_CONFIG, EX_UNAVAILABLE, FAULT_PAUSE, FULL_GATE_EVERY, NOT_YOURS, SETTLING,
                        SUSPICION, UNDER_WAY, load_json, save_json, write_atomically)
-from .untrusted import Untrusted
+from .confined.untrusted import Untrusted
 
 SEED_KEEPER = " ".join(NOT_YOURS)  # not the seed's to write, besides any name that starts with "."
 
@@ -425,10 +427,12 @@ def settle_failure(number, index, start, run, memory, fault):
     failure, detail, output = fault
     mark = journal.failure_mark(headline_of(failure, detail), output)
     said = run.said
-    case = decide.Case(failure, detail, mark, asked=run.asked, answered=bool(said.get("answered")) and not said["asking"],
-                       asking=bool(said["asking"]) and run.code is None, start=start["id"], start_good=bool(start["good"]),
-                       start_landed=start["kind"] == "landed", fully_judged=fully_judged(start), world=memory.world,
-                       repeat=memory.repeat, cause=blame.observed(index, start))
+    case = decide.Case(failure, detail, mark, asked=run.asked,
+                       answered=bool(said.get("answered")) and not said["asking"],
+                       asking=bool(said["asking"]) and run.code is None, start=start["id"],
+                       start_good=bool(start["good"]), start_landed=start["kind"] == "landed",
+                       fully_judged=fully_judged(start), world=memory.world, repeat=memory.repeat,
+                       cause=blame.observed(index, start))
     decision = decide.failed(case)
     if decision.fate is decide.Fate.WORLD:
         return blame_the_world(number, index, start, run, memory, fault, decision.cause)
@@ -500,8 +504,8 @@ def wait_for_the_world(result, memory, detail, cause):
                    summary=f"{headline_of(result.failure, detail)} {where}",
                    reason=f"{journal.error_line(result.output) or headline_of(result.failure, detail)}; " + (
                        f"{cause}: the cause is outside the code (raise --timeout, the seconds a run may take)"
-                       if cause is decide.ASKING else f"the same happens at the last known-good state, and {cause}: the "
-                       "cause is outside the code"))
+                       if cause is decide.ASKING else f"the same happens at the last known-good state, and {cause}: "
+                       "the cause is outside the code"))
 
 
 def roll_back(index, start, walk, number, bad, files):

@@ -9,10 +9,11 @@ codebase put back), rows in the record that the log does not show yet. recover()
 row written holds, besides its own requests, those the gateway booked as they left that the record lacks (an
 iteration cut short before its row): every request that may have reached a model is in the record.
 """
-from . import journal, record as book, snapshots as snap, terrarium
+from .store import journal, record as book, snapshots as snap
+from .confined import terrarium
 from .events import tell
 from .kinds import Outcome, Result
-from .ledger import Books
+from .gateway.ledger import Books
 from .settings import LOG, ROOT, SETTLING, UNDER_WAY, USAGE, load_json
 
 

@@ -24,7 +24,7 @@ import re
 from urllib.parse import quote
 
 from . import envfile
-from .outcomes import stopping
+from .gateway.outcomes import stopping
 from .settings import KEY_SHAPES, ROOT, SECRET_NAMES
 
 KEYS = ("GEMINI_API_KEY", "OPENAI_API_KEY")  # the keys the keeper holds, from .env or the environment

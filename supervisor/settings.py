@@ -149,6 +149,12 @@ def dot_names(text):
 DOT_NAMES = dot_names(os.environ.get("SEED_DOT_NAMES", ""))
 
 
+def keeper_code(root=ROOT):
+    """The keeper's Python files under supervisor/ (its rooms and their subpackages; its tests aside), sorted."""
+    return sorted(path for path in (root / "supervisor").rglob("*.py")
+                  if path.relative_to(root / "supervisor").parts[0] not in ("tests", "__pycache__"))
+
+
 def source_of(rel):
     """Where a steering file is read from: the file named on the command line for this run, else the folder's."""
     return NAMED.get(rel, ROOT / rel)

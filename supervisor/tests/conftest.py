@@ -29,7 +29,10 @@ KEY = "AIzaSyTEST" + uuid.uuid4().hex[:29]  # made per session, so no file holds
 TEST_MODELS = ["gemini-3.5-flash", "gemini-2.5-flash-lite", "gemma-refuses-json"]  # unpaced, no daily limit
 PRODUCT_FILES = ["fallback.py", ".env.example", "supervisor/demo.json", "supervisor/tests/conftest.py",
                  "supervisor/tests/fake_gemini.py",
-                 *sorted(p.relative_to(REPO).as_posix() for p in (REPO / "supervisor").glob("*.py"))]
+                 *sorted(p.relative_to(REPO).as_posix() for p in (REPO / "supervisor").rglob("*.py")
+                         if p.relative_to(REPO / "supervisor").parts[0] != "tests")]
+ROOMS = {Path(rel).stem: ".".join(Path(rel).with_suffix("").parts) for rel in PRODUCT_FILES  # "gate": its module
+         if rel.startswith("supervisor/") and not rel.startswith("supervisor/tests/") and rel.endswith(".py")}
 # Fixed steering texts: the tests judge the code, never the moment (the live goal, tasks and log of the folder
 # they run in, which the supervisor's gate runs them in, are never read).
 STEERING = {"goal.md": "# Goal\n\nGrow a small note keeper, notes.py, with a test for each command.\n",
@@ -39,8 +42,10 @@ STEERING = {"goal.md": "# Goal\n\nGrow a small note keeper, notes.py, with a tes
 
 # The keeper's modules compiled once (as a person's first run leaves them): each workspace gets their bytecode with
 # the sources (their times kept, so it is valid there), and no keeper a test starts compiles 40 modules again.
-compileall.compile_dir(REPO / "supervisor", maxlevels=0, quiet=1)
-BYTECODE = sorted((REPO / "supervisor" / "__pycache__").glob(f"*.{sys.implementation.cache_tag}.pyc"))
+BYTECODE = []  # (the source's path in the workspace, its bytecode here)
+for rel in PRODUCT_FILES:
+    if rel.startswith("supervisor/") and rel.endswith(".py") and compileall.compile_file(REPO / rel, quiet=1):
+        BYTECODE.append((rel, Path(importlib.util.cache_from_source(str(REPO / rel)))))
 
 
 def load_keeper(name):
@@ -50,7 +55,7 @@ def load_keeper(name):
                                                       submodule_search_locations=[str(REPO / "supervisor")])
         sys.modules["supervisor"] = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(sys.modules["supervisor"])
-    return importlib.import_module(f"supervisor.{name}")
+    return importlib.import_module(ROOMS[name])
 
 
 class KeeperTimedOut(BaseException):
@@ -150,9 +155,9 @@ def fresh_workspace(root):
         if (REPO / rel).is_file():
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / rel, root / rel)
-    (root / "supervisor" / "__pycache__").mkdir()
-    for pyc in BYTECODE:
-        shutil.copy2(pyc, root / "supervisor" / "__pycache__" / pyc.name)
+    for rel, pyc in BYTECODE:
+        (root / rel).parent.joinpath("__pycache__").mkdir(exist_ok=True)
+        shutil.copy2(pyc, (root / rel).parent / "__pycache__" / pyc.name)
     for rel, text in STEERING.items():
         (root / rel).write_text(text)
     return root
@@ -202,7 +207,7 @@ def run_seed(root, env, timeout=60):
     run = [sys.executable, "-P", "-c", "import runpy, sys; sys.path.append('.'); runpy.run_path('seed.py', "
            "run_name='__main__')"]
     start = root
-    if (REPO / "supervisor" / "sandbox.py").is_file():
+    if "sandbox" in ROOMS:
         sandbox, base = load_keeper("sandbox"), env.get("GEMINI_API_BASE", "")
         temp = root / ".seed" / "tmp"
         temp.mkdir(parents=True, exist_ok=True)

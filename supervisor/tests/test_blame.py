@@ -6,7 +6,6 @@ The world's fault needs a control (the known-good state failing the same way now
 observed outside the code; each attack here is a failure that used to be taken for the world's on the first alone, and
 left the loop waiting forever with no word to the model.
 """
-import os
 import shutil
 import subprocess
 import sys

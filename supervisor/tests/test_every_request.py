@@ -78,7 +78,7 @@ def test_a_seed_ended_by_timeout_while_the_model_answers_keeps_the_request_with_
 
 def linger_for_one_second(root):
     """The keeper of this workspace waits one second, not ten, for a request under way when its run ended."""
-    gateway = root / "supervisor" / "gateway.py"
+    gateway = root / "supervisor" / "gateway" / "gateway.py"
     text = gateway.read_text()
     assert "\nLINGER = 10.0 " in text
     gateway.write_text(text.replace("\nLINGER = 10.0 ", "\nLINGER = 1.0 ", 1))

@@ -12,7 +12,9 @@ import pytest
 
 from conftest import REPO, fresh_workspace, load_keeper
 
-ROOMS = {p.stem: p for p in (REPO / "supervisor").glob("*.py") if p.stem != "__init__"}
+ROOMS = {p.stem: p for p in (REPO / "supervisor").rglob("*.py")
+         if p.stem != "__init__" and p.relative_to(REPO / "supervisor").parts[0] != "tests"}
+FLOORS = {p.parent.name for p in ROOMS.values() if p.parent.name != "supervisor"}  # its subpackages
 ROOMS["fallback"] = REPO / "fallback.py"
 LONGEST = 10  # rooms in the longest chain of imports, fallback.py's included
 BASE = {"settings", "kinds", "events", "outcomes", "formats", "check", "sandbox", "envfile", "preloaded", "scoring"}
@@ -27,10 +29,10 @@ def imports_of(path):
     found = set()
     for node in ast.walk(ast.parse(path.read_bytes())):
         if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("supervisor")):
-            module = (node.module or "").removeprefix("supervisor").strip(".")
-            found |= {module.split(".")[-1]} if module else {alias.name for alias in node.names}
+            module = (node.module or "").removeprefix("supervisor").strip(".").split(".")[-1]
+            found |= {module} if module and module not in FLOORS else {alias.name for alias in node.names}
         elif isinstance(node, ast.Import):
-            found |= {a.name.split(".")[1] for a in node.names if a.name.startswith("supervisor.")}
+            found |= {a.name.split(".")[-1] for a in node.names if a.name.startswith("supervisor.")}
     return found & set(ROOMS)
 
 
@@ -67,10 +69,12 @@ def test_importing_every_part_of_the_keeper_reads_no_file_of_the_workspace(tmp_p
     (root / ".env").write_text("GEMINI_API_KEY=AIzaSyIMPORT-ONLY-0000000000000000000\nSEED_LOG_MB=3\n")
     (root / "backups").mkdir()
     (root / "backups" / "index.json").write_text("{}")
+    names = sorted(".".join(path.relative_to(REPO).with_suffix("").parts) for room, path in ROOMS.items()
+                   if room != "fallback")  # every module of the keeper, its subpackages' too
     program = f"""
 import importlib, importlib.util, json, os, sys
 root = {str(root)!r}
-names = sorted(name[:-3] for name in os.listdir(root + "/supervisor") if name.endswith(".py") and name != "__init__.py")
+names = {names!r}
 opened = []
 sys.addaudithook(lambda event, args: opened.append(str(args[0])) if event in ("open", "os.listdir", "os.scandir")
                  and isinstance(args[0], (str, bytes, os.PathLike)) else None)
@@ -79,15 +83,16 @@ spec = importlib.util.spec_from_file_location("supervisor", root + "/supervisor/
 sys.modules["supervisor"] = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(sys.modules["supervisor"])
 for name in names:
-    importlib.import_module("supervisor." + name)
+    importlib.import_module(name)
 print(json.dumps([path for path in opened if os.fsdecode(path).startswith(root)]))
 """
     done = subprocess.run([sys.executable, "-P", "-c", program], cwd=root, capture_output=True, text=True,
                           timeout=60, env={"PATH": "/usr/bin:/bin", "SEED_LOG_MB": "2"})
     assert done.returncode == 0, done.stderr
     opened = json.loads(done.stdout)
-    code = [path for path in opened if path.startswith(str(root / "supervisor")) and path.endswith(
-        (".py", ".pyc", "/supervisor", "/__pycache__"))]  # its modules, and their folders looked up
+    folders = {str(root / "supervisor"), *(str(root / "supervisor" / floor) for floor in FLOORS)}
+    code = [path for path in opened if path.startswith(str(root / "supervisor")) and (path.endswith(
+        (".py", ".pyc", "/__pycache__")) or path in folders)]  # its modules, and their folders looked up
     assert code, "the hook saw the keeper's own modules opened"  # the audit is live
     assert sorted(set(opened) - set(code)) == []
 

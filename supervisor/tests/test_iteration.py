@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from conftest import fresh_workspace
+from conftest import ROOMS, fresh_workspace
 
 
 def keeper_in(root):
@@ -24,7 +24,8 @@ def keeper_in(root):
     sys.modules[name] = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(sys.modules[name])
     parts = ("iteration", "kinds", "snapshots", "journal", "gate", "settings")
-    return SimpleNamespace(**{part: importlib.import_module(f"{name}.{part}") for part in parts})
+    return SimpleNamespace(**{part: importlib.import_module(name + ROOMS[part].removeprefix("supervisor"))
+                              for part in parts})
 
 
 @pytest.fixture
@@ -207,7 +208,7 @@ def test_a_module_nested_near_pythons_limit_is_read_as_the_compile_check_read_it
     """How deep Python reads depends on the stack it starts from: a module the gate's compile check took was parsed a
     few frames deeper by the tests' selection, and the RecursionError stopped the keeper (the red team: 2,954 to 2,963
     additions on one line, here). Every reader now uses the one parse the check made."""
-    selection = importlib.import_module(k_name(keeper) + ".selection")
+    selection = importlib.import_module(k_name(keeper) + ROOMS["selection"].removeprefix("supervisor"))
 
     def deeper(frames, read):
         return read() if frames == 0 else deeper(frames - 1, read)

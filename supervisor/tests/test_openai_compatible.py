@@ -17,7 +17,6 @@ The fake's bodies are written out here from the servers' own code, tests and doc
   (lmstudio-ai/docs 1_developer/2_rest/list.md) and its errors as a bare string (lmstudio-ai/lmstudio-bug-tracker
   #169 and #307; bhimrazy/receipt-ocr#20); OpenAI's own refusal of response_format (openai/openai-dotnet#276).
 """
-import importlib
 import itertools
 import json
 import re
@@ -31,12 +30,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 import fake_gemini as api
+from conftest import load_keeper
 from fake_gemini import FakeGemini
 # The seed's request, the client and the keeper's package loaded by its path, as the Gemini gateway's tests have them
 from test_gateway import (CUT_AT_THE_LIMIT, RULES, SCHEMA, answer_of, answers, ask, gateway_module, gemini,
                           seconds_from_now)
 
-local, backends = (importlib.import_module(f"supervisor.{name}") for name in ("openai_compatible", "backends"))
+local, backends = (load_keeper(name) for name in ("openai_compatible", "backends"))
 QWEN, LLAMA_CPP, VLLM, GEMMA = "qwen3:8b", "qwen3-8b", "Qwen/Qwen2.5-7B-Instruct", "google/gemma-4-26b-a4b"
 GOAL = "# Goal\nGrow notes.py."  # the prompt of test_gateway.seed_body
 # OpenAI's strict mode: every object lists each of its properties as required, and allows no others

@@ -17,7 +17,7 @@ import pytest
 
 from conftest import REPO, load_keeper
 
-SANDBOX = REPO / "supervisor" / "sandbox.py"
+SANDBOX = REPO / "supervisor" / "confined" / "sandbox.py"
 sandbox = load_keeper("sandbox")
 
 SUPPORT = sandbox.probe()
@@ -471,7 +471,7 @@ spec = importlib.util.spec_from_file_location("supervisor", sys.argv[1] + "/supe
                                               submodule_search_locations=[sys.argv[1] + "/supervisor"])
 sys.modules["supervisor"] = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(sys.modules["supervisor"])
-sandbox = importlib.import_module("supervisor.sandbox")
+sandbox = importlib.import_module("supervisor.confined.sandbox")
 ballast = bytearray(200 << 20)  # the size of a keeper with its caches: a fork takes long enough to be hit
 armed = False
 

@@ -20,7 +20,8 @@ pytestmark = pytest.mark.skipif(not sandbox.isolation()[0], reason="the zygote n
 
 DRIVER = r'''import json, os, signal, sys, time
 sys.path.insert(0, sys.argv[1])
-from supervisor import gate, snapshots, zygote
+from supervisor.confined import gate, zygote
+from supervisor.store import snapshots
 
 
 def command_of(pid):
@@ -36,7 +37,7 @@ for step in json.load(open(sys.argv[2])):
         zygote.current.process.wait()
         continue
     if step == "touch":
-        os.utime(os.path.join(sys.argv[1], "supervisor", "check.py"), ns=(time.time_ns(), time.time_ns() + 10**9))
+        os.utime(os.path.join(sys.argv[1], "supervisor", "confined", "check.py"), ns=(time.time_ns(), time.time_ns() + 10**9))
         continue
     pid = zygote.current.process.pid if zygote.current else 0
     files = {rel: snapshots.store_object(text.replace("ZYGOTE_PID", str(pid)).encode()) for rel, text in step.items()}
@@ -235,7 +236,7 @@ def test_without_namespaces_each_check_is_launched_by_exec(workspace, tmp_path):
 
 SCRIPT_DRIVER = r'''import json, os, sys
 sys.path.insert(0, sys.argv[1])
-from supervisor import terrarium, zygote
+from supervisor.confined import terrarium, zygote
 
 for name, text in json.load(open(sys.argv[2])).items():
     terrarium.WORK.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.skipif(not sandbox.isolation()[0], reason="the zygote n
 
 DRIVER = r'''import json, os, socket, sys, threading
 sys.path.insert(0, sys.argv[1])
-from supervisor import sandbox, terrarium, zygote
+from supervisor.confined import sandbox, terrarium, zygote
 
 gateway = socket.create_server(("127.0.0.1", 0))  # a relay is started for the seed's run: a gateway to reach
 threading.Thread(target=lambda: [gateway.accept()[0].close() for _ in iter(int, 1)], daemon=True).start()

@@ -23,12 +23,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import record, replay as served
-from .scrub import redact
-from .journal import LOG_HEAD, section_of
-from .settings import EX_CONFIG, KEEPER, LOG, LOG_SHOWN, ROOT, STEERING, write_atomically
-from .snapshots import Reader, fork_store
-from .untrusted import Untrusted
+from ..store import record
+from ..gateway import replay as served
+from ..scrub import redact
+from ..store.journal import LOG_HEAD, section_of
+from ..settings import EX_CONFIG, KEEPER, LOG, LOG_SHOWN, ROOT, STEERING, write_atomically
+from ..store.snapshots import Reader, fork_store
+from ..confined.untrusted import Untrusted
 
 VOLATILE = re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d(?::\d\d(?:\.\d+)?)?|\b\d+\.\d+ ?s\b|(?<= at )0x[0-9a-f]{6,}\b")
 # times, seconds taken, and where an object was in memory ("<function add at 0x7f2a...>" in a failing test's output)

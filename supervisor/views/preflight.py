@@ -10,9 +10,10 @@ anything or writes anything.
 import os
 import re
 
-from . import envfile, journal
-from .answers import CHARS_PER_TOKEN
-from .settings import BACKUPS, PROBLEMS, PROMPT_TOKENS, ROOT, STEERING, source_of, unknown_settings
+from .. import envfile
+from ..store import journal
+from ..gateway.answers import CHARS_PER_TOKEN
+from ..settings import BACKUPS, PROBLEMS, PROMPT_TOKENS, ROOT, STEERING, source_of, unknown_settings
 
 MOST_TERSE = 3  # words a goal says besides its headings, at the least: "Grow a calculator."
 

@@ -15,12 +15,13 @@ from bisect import bisect_left, bisect_right
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import history, journal, record
+from . import history
+from ..store import journal, record
 from .history import OUTCOMES
-from .ledger import reached
-from .models import Models
-from .scrub import redact
-from .settings import NAMED, write_atomically
+from ..gateway.ledger import reached
+from ..gateway.models import Models
+from ..scrub import redact
+from ..settings import NAMED, write_atomically
 
 # --- settings ---------------------------------------------------------------------------------
 REFRESH_SECONDS = 60  # while the keeper runs, the page reloads itself this often (not once it has stopped)

@@ -17,7 +17,7 @@ import re
 import sys
 from functools import lru_cache
 
-from .snapshots import folders_above, object_path
+from ..store.snapshots import folders_above, object_path
 
 RUNS_CODE = {"importlib", "runpy", "subprocess", "multiprocessing", "pkgutil", "ctypes", "builtins", "imp", "code",
              "zipimport"}  # modules that import or run code they are given by name

@@ -11,9 +11,9 @@ import threading
 import time
 from datetime import datetime
 
-from .journal import describe_changes
-from .scrub import printable, redact
-from .settings import LOG
+from ..store.journal import describe_changes
+from ..scrub import printable, redact
+from ..settings import LOG
 
 LIVE = sys.stdout.isatty() and os.environ.get("TERM") != "dumb"  # a status line redrawn in place
 COLOURS = {"landed": "32", "rolled back": "31", "tampered": "35", "stopped": "31", "waiting": "33", "no change": "2"}

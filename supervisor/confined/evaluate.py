@@ -19,8 +19,8 @@ from pathlib import Path
 
 from . import terrarium
 from .check import listen
-from .kinds import Failure
-from .settings import JUDGED, PROBLEMS, ROOT, number
+from ..kinds import Failure
+from ..settings import JUDGED, PROBLEMS, ROOT, number
 
 EVALUATOR = ROOT / "evaluate.py"
 SECONDS = number("SEED_EVALUATE_SECONDS", 120, 1)  # the evaluator's time limit

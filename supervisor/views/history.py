@@ -17,11 +17,11 @@ from bisect import bisect_left
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import record
-from .journal import facts_of
-from .snapshots import Reader
-from .scrub import redact
-from .settings import read_stamp, write_atomically
+from ..store import record
+from ..store.journal import facts_of
+from ..store.snapshots import Reader
+from ..scrub import redact
+from ..settings import read_stamp, write_atomically
 
 OUTCOMES = record.OUTCOMES  # the best first, as the record's summary ranks them ("other" after them)
 DIFF_LINES = 300   # lines of one landing's diff shown; the snapshots hold the rest

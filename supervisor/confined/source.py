@@ -15,7 +15,7 @@ import sys
 from functools import lru_cache
 
 from .check import CONFTEST_HOOKS
-from .journal import NAME_ERROR
+from ..store.journal import NAME_ERROR
 from .selection import installed, tree_of
 
 IMPORTABLE = {"pytest"}  # besides the standard library and the codebase's own modules

@@ -24,7 +24,7 @@ import math
 import re
 from pathlib import Path
 
-from .settings import load_json, save_json
+from ..settings import load_json, save_json
 
 # --- settings ---------------------------------------------------------------------------------
 DEFAULT_MODELS = "gemini-3.5-flash,gemini-3.5-flash-lite,gemma-4-26b-a4b-it"  # a key made in late 2026 can call these

@@ -35,12 +35,14 @@ from collections import Counter
 from datetime import timedelta
 from pathlib import Path
 
-from . import answers, door, names, outcomes, scrub
+from . import answers, door, outcomes
+from ..confined import names
+from .. import scrub
 from .answers import CHARS_PER_TOKEN, MARGIN, TOKEN_FIELDS
 from .ledger import Books, next_pacific_midnight, utc_now
 from .models import FEATURES, Models
 from .outcomes import Kind, MovedOn, Reply, Retry, refusal, stopping, unusable, waiting
-from .settings import KEY_SHAPES, NAMED
+from ..settings import KEY_SHAPES, NAMED
 
 # --- settings ---------------------------------------------------------------------------------
 STEERING_ROOM = 2_000     # tokens a prompt needs besides the person's goal and tasks: the seed's rules (about

@@ -31,12 +31,12 @@ import zlib
 from difflib import SequenceMatcher
 from urllib.request import pathname2url
 
-from .kinds import Outcome
+from ..kinds import Outcome
 from .journal import logs_set_aside, telling_lines
-from .ledger import UNREACHED, pacific, reached
-from .scrub import redact
-from .settings import (LOG, LOG_SHOWN, LOGS_ASIDE, QUOTA, ROOT, STEERING, TEST_SUPPORT, USAGE, read_stamp, source_of,
-                       stamp, tail_of, utc_now)
+from ..gateway.ledger import UNREACHED, pacific, reached
+from ..scrub import redact
+from ..settings import (LOG, LOG_SHOWN, LOGS_ASIDE, QUOTA, ROOT, STEERING, TEST_SUPPORT, USAGE, keeper_code, read_stamp, source_of,
+                        stamp, tail_of, utc_now)
 
 NAME = "record.sqlite"
 CHAIN = 50            # prompts stored as deltas one after the other before one is stored whole again
@@ -276,7 +276,7 @@ def keeper_digest(root=ROOT):
     """Twelve hex digits naming the keeper's code in root (fallback.py, supervisor/'s Python files and the tests'
     support the gate runs): the same digits, the same keeper, in a clone, its demo's copy and its forks."""
     digest = hashlib.sha256()
-    for path in sorted([root / "fallback.py", *(root / "supervisor").glob("*.py"), *map(root.joinpath, TEST_SUPPORT)]):
+    for path in sorted([root / "fallback.py", *keeper_code(root), *map(root.joinpath, TEST_SUPPORT)]):
         if path.is_file():
             digest.update(f"{path.relative_to(root).as_posix()}\0".encode() + path.read_bytes() + b"\0")
     return digest.hexdigest()[:12]

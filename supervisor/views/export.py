@@ -16,11 +16,11 @@ import tempfile
 from pathlib import Path
 
 from . import history
-from .journal import one_line
-from .names import refusal
-from .scrub import printable
-from .settings import read_stamp
-from .snapshots import Reader
+from ..store.journal import one_line
+from ..confined.names import refusal
+from ..scrub import printable
+from ..settings import read_stamp
+from ..store.snapshots import Reader
 from .status import cut_at_a_word
 
 # --- settings ---------------------------------------------------------------------------------

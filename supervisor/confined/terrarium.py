@@ -30,16 +30,17 @@ import time
 from collections import deque
 from functools import lru_cache
 
-from . import blame, sandbox, snapshots as snap, untrusted
-from .events import tell
+from . import blame, sandbox, untrusted
+from ..store import snapshots as snap
+from ..events import tell
 from .names import refusal
-from .scrub import valid
-from .settings import (CONTRACT, GUARDED, JUDGED, LANDING, LANDING_BYTES, LANDING_FILES, LIMITS, LOG, LOG_SHOWN,
-                       NAMESPACES, NOT_CODE, OUTPUT_TAIL, PROCESSES, ROOT, RUNNING, SANDBOX_REQUIRED, SCRATCH,
-                       SHM_BYTES, STEERING, TEST_SUPPORT, WORK, WORK_BYTES, WORK_FILES, load_json, source_of, tail_of,
-                       write_atomically)
-from .snapshots import (folders_above, has_object, line_changes, manifest, object_path, remove_empty_parents,
-                        stays_inside, store_object)
+from ..scrub import valid
+from ..settings import (CONTRACT, GUARDED, JUDGED, LANDING, LANDING_BYTES, LANDING_FILES, LIMITS, LOG, LOG_SHOWN,
+                        NAMESPACES, NOT_CODE, OUTPUT_TAIL, PROCESSES, ROOT, RUNNING, SANDBOX_REQUIRED, SCRATCH,
+                        SHM_BYTES, STEERING, TEST_SUPPORT, WORK, WORK_BYTES, WORK_FILES, load_json, source_of, tail_of,
+                        write_atomically)
+from ..store.snapshots import (folders_above, has_object, line_changes, manifest, object_path, remove_empty_parents,
+                               stays_inside, store_object)
 from .untrusted import Untrusted
 
 PROVIDED = STEERING  # read by the seed

@@ -17,12 +17,12 @@ import json
 from collections import deque
 from pathlib import Path
 
-from . import record
-from .scrub import redact
-from .journal import LOG_HEAD, section_of
+from ..store import record
+from ..scrub import redact
+from ..store.journal import LOG_HEAD, section_of
 from .openai_compatible import as_chat, as_gemini
 from .outcomes import TAPE, Kind, Reading
-from .settings import LOG, PROMPT_TOKENS, write_atomically
+from ..settings import LOG, PROMPT_TOKENS, write_atomically
 
 ANSWERS = ("answer", "unusable answer")  # what a request came back as, when it came back with an answer
 LOG_ROWS = 300  # sections of the log given back at most: more than its last LOG_SHOWN bytes hold

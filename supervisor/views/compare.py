@@ -16,12 +16,12 @@ import os
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import record
-from .experiment import refuse
+from ..store import record
+from ..experiments.experiment import refuse
 from .history import load_cache, measure_states, state_snapshots
 from .report import BOTTOM, H, LEFT, RIGHT, STYLE, TOP, W, esc, nice_top, short, x_ticks, y_axis
-from .settings import write_atomically
-from .snapshots import Reader
+from ..settings import write_atomically
+from ..store.snapshots import Reader
 
 POINTS = 400  # the most points a run's line is drawn through (a long run is sampled evenly, its last kept)
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"

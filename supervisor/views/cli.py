@@ -15,11 +15,14 @@ import os
 import sys
 from pathlib import Path
 
-from . import compare, demo, experiment, export, report as page, snapshots as snap, status, terrarium
+from . import compare, demo, export, report as page, status
+from ..experiments import experiment
+from ..store import snapshots as snap
+from ..confined import terrarium
 from .console import say
-from .scrub import redact
+from ..scrub import redact
 from .preflight import check_setup, write_problem
-from .settings import EX_CONFIG, NAMED, ROOT, SUSPICION, guard, stamp, utc_now
+from ..settings import EX_CONFIG, NAMED, ROOT, SUSPICION, guard, stamp, utc_now
 
 VERSION = "2026.11"
 UNJUDGED = {"failed": "a change that failed the checks", "interrupted": "a run's changes that were never checked"}

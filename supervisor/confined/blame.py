@@ -22,7 +22,7 @@ import os
 import re
 import sys
 
-from .settings import LIMITS, PROCESSES, ROOT, SCRATCH, SHM_BYTES, WORK
+from ..settings import LIMITS, PROCESSES, ROOT, SCRATCH, SHM_BYTES, WORK
 
 SETTING_OF = {"RLIMIT_AS": "SEED_MEMORY_MB", "RLIMIT_CPU": "SEED_CPU_SECONDS", "RLIMIT_FSIZE": "SEED_FILE_MB",
               "RLIMIT_NOFILE": "SEED_OPEN_FILES", "processes": "SEED_PROCESSES", "shm": "SEED_SHM_MB"}

@@ -19,12 +19,11 @@ from collections import Counter, OrderedDict
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from .events import tell
-from .names import refusal
-from .untrusted import Untrusted
-from .settings import (BACKUPS, BACKUPS_BYTES, GUARDED, INDEX, KEEP_DAILY_DAYS, KEEP_GOOD, KEEP_LANDED_DAYS,
-                       KEEP_LAST, NOT_CODE, OBJECTS, RESTORING, ROOT, STEERING, load_json, stamp, utc_now,
-                       write_atomically)
+from ..events import tell
+from ..confined.names import refusal
+from ..confined.untrusted import Untrusted
+from ..settings import (BACKUPS, BACKUPS_BYTES, GUARDED, INDEX, KEEP_DAILY_DAYS, KEEP_GOOD, KEEP_LANDED_DAYS, KEEP_LAST,
+                        NOT_CODE, OBJECTS, RESTORING, ROOT, STEERING, load_json, stamp, utc_now, write_atomically)
 
 
 VENV = {"bin", "lib", "lib64", "include", "share", "pyvenv.cfg"}  # what `python -m venv .` makes in a folder

@@ -41,10 +41,10 @@ from pathlib import Path
 
 from . import blame, selection, source, zygote
 from .check import listen, unlink_folders
-from .events import phase
-from .kinds import Failure, Verdict
-from .settings import CONTRACT, GATE_TIMEOUT, JUDGED, PARALLEL_FROM, ROOT, SCRATCH, write_atomically
-from .snapshots import object_path
+from ..events import phase
+from ..kinds import Failure, Verdict
+from ..settings import CONTRACT, GATE_TIMEOUT, JUDGED, PARALLEL_FROM, ROOT, SCRATCH, write_atomically
+from ..store.snapshots import object_path
 from .terrarium import clean_env, judged_copy, policy, run_bounded
 
 CHECK = Path(__file__).with_name("check.py")  # the child's program, run by its path

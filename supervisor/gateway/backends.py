@@ -13,9 +13,9 @@ import sys
 from typing import Protocol, runtime_checkable
 
 from . import gemini, openai_compatible, replay
-from .scrub import redact
+from ..scrub import redact
 from .gateway import Gateway
-from .settings import EX_CONFIG, EX_UNAVAILABLE
+from ..settings import EX_CONFIG, EX_UNAVAILABLE
 
 BACKENDS = (replay, openai_compatible, gemini)  # replay: a record's answers, offline
 

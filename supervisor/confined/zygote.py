@@ -33,7 +33,7 @@ import sys
 from pathlib import Path
 
 from . import sandbox
-from .settings import ZYGOTE
+from ..settings import ZYGOTE
 from .terrarium import CODEBASE_LAST, clean_env, launched
 
 PRELOADED = Path(__file__).with_name("preloaded.py")

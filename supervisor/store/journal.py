@@ -16,10 +16,10 @@ import re
 import sys
 from dataclasses import dataclass
 
-from .scrub import printable, redact
-from .settings import (JUDGED, LOG, LOG_BYTES, LOGS_ASIDE, LOGS_KEPT, MAX_FAILURE_TASKS, ROOT, TASK_LINES, TASKS, WORK,
-                       stamp, tail_of, utc_now, write_atomically)
-from .settings import source_of  # --goal FILE: the goal.md a run is given
+from ..scrub import printable, redact
+from ..settings import (JUDGED, LOG, LOG_BYTES, LOGS_ASIDE, LOGS_KEPT, MAX_FAILURE_TASKS, ROOT, TASK_LINES, TASKS, WORK,
+                        stamp, tail_of, utc_now, write_atomically)
+from ..settings import source_of  # --goal FILE: the goal.md a run is given
 
 SHOWN_TASKS = 20  # open tasks the seed puts in its prompt (its MAX_TASKS)
 

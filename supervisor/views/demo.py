@@ -17,8 +17,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from .console import say
-from .settings import DEMO, LOG, ROOT, TASKS, TEST_SUPPORT
-from .snapshots import codebase_files
+from ..settings import DEMO, LOG, ROOT, TASKS, TEST_SUPPORT, keeper_code
+from ..store.snapshots import codebase_files
 
 
 KEPT = 3  # demo copies kept in the temporary folder (each marked as the demo's, so nothing else is taken away)
@@ -32,7 +32,7 @@ def run_demo():
     made = Path(tempfile.mkdtemp(prefix="seed-demo-"))
     (made / MARK).write_text("a copy python fallback.py --demo made; a later demo takes it away\n")
     copy = made / "workspace"
-    keeper = [p.relative_to(ROOT).as_posix() for p in (ROOT / "supervisor").glob("*.py")] + TEST_SUPPORT
+    keeper = [p.relative_to(ROOT).as_posix() for p in keeper_code()] + TEST_SUPPORT
     for rel in [rel for rel, _ in codebase_files()] + keeper + ["fallback.py", "evaluate.py", "supervisor/demo.json"]:
         if (ROOT / rel).is_file():
             (copy / rel).parent.mkdir(parents=True, exist_ok=True)

@@ -9,12 +9,13 @@ import json
 import os
 import sys
 
-from . import backends, journal, record
-from .kinds import Outcome
-from .scrub import printable
-from .ledger import Books, pacific_day, reached
-from .settings import BACKUPS, INDEX, ROOT
-from .snapshots import codebase_size, current, load_index, retention, run_worked
+from ..gateway import backends
+from ..store import journal, record
+from ..kinds import Outcome
+from ..scrub import printable
+from ..gateway.ledger import Books, pacific_day, reached
+from ..settings import BACKUPS, INDEX, ROOT
+from ..store.snapshots import codebase_size, current, load_index, retention, run_worked
 
 
 def show_status(holder):

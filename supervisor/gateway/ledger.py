@@ -21,7 +21,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from .answers import TOKEN_FIELDS
-from .settings import load_json, save_json
+from ..settings import load_json, save_json
 
 USAGE_DAYS = 7  # Pacific days usage.json keeps
 KINDS = ("kinds", "wasted")  # a use's counts of its requests by kind of answer, and of waste by why
