@@ -340,11 +340,16 @@ def run(argv=None):
     except PermissionError as error:  # a command by hand in a folder it may not write, or read
         return cli.config_error(f"{error.filename or 'a file'}: {error.strerror or error}: check the folder's "
                                 "permissions")
-    finally:  # what the keeper opened ends with its run, in its own process or not
-        zygote.stop()
-        book.close()
+    finally:  # what the keeper opened ends with its run, in its own process or not (a second Ctrl+C too)
+        try:
+            zygote.stop()
+        finally:
+            book.close()
 
 
 if __name__ == "__main__":
     signal.signal(signal.SIGINT, signal.default_int_handler)  # a KeyboardInterrupt, which the loop stops on
-    sys.exit(run())
+    try:
+        sys.exit(run())
+    except KeyboardInterrupt:  # pressed again while the keeper ends what it opened: it is ended all the same
+        sys.exit(130)

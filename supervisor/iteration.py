@@ -442,8 +442,9 @@ def settle_failure(number, index, start, run, memory, fault):
     kept, restored, stuck = roll_back(index, start, decision.walk, number, memory.bad, run.files)
     base = dict(start=start["id"], said=said, changes=run.changes, not_landed=run.not_landed, failure=failure,
                 output=redact(output), kept=kept, restored=restored, stuck=stuck)
-    if decision.fate is None:  # only the control can tell
-        decision = decide.failed(replace(case, same=same_at_start(start, run, mark)))
+    if decision.fate is None:  # only the control can tell; the world is looked at again once it has run
+        same = same_at_start(start, run, mark)
+        decision = decide.failed(replace(case, same=same, cause=blame.observed(index, start)))
     if decision.fate is decide.Fate.WAIT:
         return wait_for_the_world(Result(Outcome.WAITING, **base), memory, detail, decision.cause)
     outcome = Outcome.TAMPERED if failure is Failure.TAMPERED else Outcome.ROLLED_BACK

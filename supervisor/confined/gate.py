@@ -108,25 +108,38 @@ def python_names():
     own code imports, found or not (copy.py tries Jython's org.python.core, urllib3 tries socks: a module of that
     name in the folder ran in the scorer, and in a person's `python -m http.server` there, reading .env). Worked out
     from their sources, never listed, in about half a second, and kept in the user's cache for this interpreter and
-    these packages (blame.world): the tests start the keeper hundreds of times."""
-    world = blame.world()
-    key = hashlib.sha256(json.dumps([world["python"], world["packages"]]).encode()).hexdigest()[:16]
-    kept = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "seed" / f"python-owners-{key}.json"
+    these packages as installed (packages()): the tests start the keeper hundreds of times. The standard library's
+    names and the start-up hooks are never read from that file."""
+    names = {name: "the standard library" for name in sys.stdlib_module_names}  # never from a file
+    names.update(sitecustomize="a start-up hook of Python's", usercustomize="a start-up hook of Python's")
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "seed"
+    kept = cache / f"python-owners-{packages()}.json"
     try:
-        names = json.loads(kept.read_text())
-        if isinstance(names, dict) and all(isinstance(owner, str) for owner in names.values()):
-            return names
+        found = json.loads(kept.read_text())
+        if isinstance(found, dict) and all(isinstance(owner, str) for owner in found.values()):
+            return {**found, **names}
     except (OSError, ValueError):
         pass
-    names = {name: "the standard library" for name in sys.stdlib_module_names}
-    names.update(sitecustomize="a start-up hook of Python's", usercustomize="a start-up hook of Python's")
+    found = {}
     for name, owners in importlib.metadata.packages_distributions().items():
-        names.setdefault(name, f"the installed package {owners[0]}")
+        found.setdefault(name, f"the installed package {owners[0]}")
     for name in imported_by_python():
-        names.setdefault(name, "a name the standard library or an installed package imports")
+        found.setdefault(name, "a name the standard library or an installed package imports")
     with contextlib.suppress(OSError):  # a home that cannot be written: it is worked out again next time
-        write_atomically(kept, json.dumps(names, sort_keys=True).encode())
-    return names
+        write_atomically(kept, json.dumps(found, sort_keys=True).encode())
+    return {**found, **names}
+
+
+def packages():
+    """Sixteen hex digits naming this interpreter and its installed packages as they are now: each distribution's
+    name and version (blame.world), and when each was installed (a package installed again at the same version,
+    with other modules, is another)."""
+    world, installed = blame.world(), []
+    for folder in sys.path:
+        with contextlib.suppress(OSError):  # not a folder, or one that cannot be read: nothing installed there
+            installed += sorted((entry.path, entry.stat().st_mtime_ns) for entry in os.scandir(folder)
+                                if entry.name.endswith((".dist-info", ".egg-info")))
+    return hashlib.sha256(json.dumps([world["python"], world["packages"], installed]).encode()).hexdigest()[:16]
 
 
 DOTTED_NAME = rb"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*"

@@ -2,6 +2,7 @@
 import ast
 import compileall
 import contextlib
+import ctypes
 import functools
 import importlib
 import importlib.util
@@ -68,8 +69,11 @@ def keeper(root, env, *args, timeout=120):
     taken away after; what reached its standard output and error (its children's writes too), and its exit status,
     as subprocess.run gives them. What a test of the process itself checks (its signals, its exit by the
     interpreter, the README's commands, a kill) starts a process instead."""
+    children = {pid: process_of(pid) for pid in load_keeper("sandbox").descendants(os.getpid()) if ours_running(pid)}
+    assert not children, (f"processes {children} of this test would be ended and reaped with the keeper's run's own "
+                          "(sandbox.end_descendants): start the keeper as a process (test_fallback.fallback_process)")
     ours = {name: sys.modules.pop(name) for name in list(sys.modules) if name.partition(".")[0] == "supervisor"}
-    environ, cwd, path = dict(os.environ), os.getcwd(), list(sys.path)
+    environ, cwd, path, reaper = dict(os.environ), os.getcwd(), list(sys.path), subreaper()
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM)}
 
     def too_long(*_):
@@ -88,6 +92,7 @@ def keeper(root, env, *args, timeout=120):
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
         os.chdir(cwd)
+        subreaper(reaper)  # the keeper made its process the subreaper of what its runs leave: this one is not
         os.environ.clear()
         os.environ.update(environ)
         sys.path[:] = path
@@ -95,6 +100,35 @@ def keeper(root, env, *args, timeout=120):
             del sys.modules[name]
         sys.modules.update(ours)
     return subprocess.CompletedProcess([sys.executable, "fallback.py", *args], code, *printed)
+
+
+def ours_running(pid):
+    """Whether a process below this one still runs in this process's session: one a test started (a keeper a test
+    killed leaves its preloaded process in a session of its own, and a process that ended is only a status)."""
+    try:
+        return os.getsid(pid) == os.getsid(0) and not process_of(pid).startswith(("Z", "X"))
+    except OSError:
+        return False
+
+
+def process_of(pid):
+    """A process's state and command line, as /proc shows them ('' once it has ended)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()[0]
+        return state + " " + Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except (OSError, IndexError):
+        return ""
+
+
+def subreaper(flag=None):
+    """Whether this process is the subreaper of its descendants' orphans (Linux), after setting it to `flag`."""
+    if not sys.platform.startswith("linux"):
+        return False
+    libc, value = ctypes.CDLL(None, use_errno=True), ctypes.c_int()
+    if flag is not None:
+        libc.prctl(36, int(flag), 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    libc.prctl(37, ctypes.byref(value), 0, 0, 0)  # PR_GET_CHILD_SUBREAPER
+    return bool(value.value)
 
 
 def started_and_run(door, args):

@@ -19,7 +19,7 @@ import pytest
 
 import fake_gemini as api
 from conftest import WITHOUT_NAMESPACES, load_keeper, run_seed
-from test_fallback import evolved_seed, outcomes, run_fallback, wait_for
+from test_fallback import evolved_seed, fallback_process, outcomes, run_fallback, wait_for
 
 sandbox = load_keeper("sandbox")
 ISOLATED, HOW = sandbox.isolation()
@@ -214,7 +214,7 @@ def test_a_secret_on_another_programs_command_line_is_not_readable(workspace, en
             "            seen.append(open(f'/proc/{pid}/cmdline', 'rb').read().decode(errors='replace'))\n"
             "        except OSError:\n            pass\n    print(seen)\n"
             "    pathlib.Path('seen.txt').write_text(repr(seen))"))
-        done = run_fallback(workspace, env, "--iterations", "1")
+        done = fallback_process(workspace, env, "--iterations", "1")  # beside another program: a process of its own
     finally:
         other.kill()
         other.wait()

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 import fake_gemini as api
-from conftest import KEY, REPO, fresh_workspace, keeper, load_keeper
+from conftest import KEY, REPO, fresh_workspace, keeper, load_keeper, subreaper
 
 CRASHES_AT_START = "def main():\n    raise RuntimeError('the evolved seed broke at start')\n\n\n" \
                    "if __name__ == '__main__':\n    main()\n"
@@ -112,7 +112,8 @@ def test_a_keeper_run_in_this_process_leaves_it_as_it_found_it(tmp_path, env, ge
         children = load_keeper("sandbox").descendants(os.getpid())
         return (threading.active_count(), sorted(os.listdir("/proc/self/fd")), children, os.getcwd(), dict(os.environ),
                 [signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM)], list(sys.path),
-                sorted(name for name in sys.modules if name.partition(".")[0] == "supervisor"), sys.stdout, sys.stderr)
+                sorted(name for name in sys.modules if name.partition(".")[0] == "supervisor"), sys.stdout, sys.stderr,
+                subreaper())
     gc.collect()  # what earlier tests of this worker left to the collector is not this run's
     before = state()
     workspace = fresh_workspace(tmp_path / "workspace")
@@ -122,6 +123,19 @@ def test_a_keeper_run_in_this_process_leaves_it_as_it_found_it(tmp_path, env, ge
         assert done.returncode == 0, done.stderr
         assert re.search(r"#\d+ landed", done.stdout) and state() == before
     assert (workspace / "notes.py").read_text().endswith("text * 3\n")
+
+
+def test_a_test_with_processes_of_its_own_is_refused_a_keeper_in_its_process(workspace, env):
+    """The keeper ends and reaps every process below its own at a run's end (sandbox.end_descendants): in the test's
+    process, those would be the test's too. So a test that has any is told to start the keeper as a process."""
+    own = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        with pytest.raises(AssertionError, match="start the keeper as a process"):
+            run_fallback(workspace, env, "--iterations", "1")
+        assert own.poll() is None and not (workspace / "backups").exists()  # nothing ran, nothing was ended
+    finally:
+        own.kill()
+        own.wait()
 
 
 def test_a_change_lands_and_is_logged(workspace, env, gemini):
@@ -679,11 +693,11 @@ def test_ctrl_c_stops_within_seconds_and_frees_everything(running, workspace, en
 
 def test_a_second_supervisor_on_the_same_workspace_is_refused(running, workspace, env):
     started = time.monotonic()
-    second = run_fallback(workspace, env, "--iterations", "1", timeout=20)
+    second = fallback_process(workspace, env, "--iterations", "1", timeout=20)  # a second keeper: a process
     assert second.returncode == 1 and "already running" in second.stderr
     assert f"pid {running.pid}" in second.stderr
     assert time.monotonic() - started < 5
-    restore = run_fallback(workspace, env, "--reset", timeout=20)
+    restore = fallback_process(workspace, env, "--reset", timeout=20)
     assert restore.returncode == 1 and "already running" in restore.stderr
     running.send_signal(signal.SIGINT)
     running.communicate(timeout=10)

@@ -23,7 +23,7 @@ def keeper_in(root):
                                                   submodule_search_locations=[str(root / "supervisor")])
     sys.modules[name] = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(sys.modules[name])
-    parts = ("iteration", "kinds", "snapshots", "journal", "gate", "settings")
+    parts = ("iteration", "kinds", "snapshots", "journal", "gate", "settings", "zygote")
     return SimpleNamespace(**{part: importlib.import_module(name + ROOMS[part].removeprefix("supervisor"))
                               for part in parts})
 
@@ -37,6 +37,7 @@ def keeper(tmp_path):
     k.genesis = k.snapshots.snapshot(k.index, "genesis", 1)
     k.genesis["good"] = True
     yield k
+    k.zygote.stop()  # the gate's preloaded process ends with the test, as it ends with the keeper's run
     for module in [m for m in sys.modules if m.startswith("keeper_")]:
         del sys.modules[module]
 

@@ -8,6 +8,7 @@ already has (which a start-up hook such as sitecustomize.py needs, since Python 
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -99,17 +100,36 @@ def test_a_module_that_takes_a_name_python_has_never_lands_and_says_why(workspac
     assert not any((workspace / rel).exists() for rel in ("signal.py", "sitecustomize.py", "requests", "org"))
 
 
-def test_the_names_python_has_are_worked_out_once_kept_whole_and_worked_out_again_from_a_damaged_cache(tmp_path,
-                                                                                                      monkeypatch):
+def test_the_names_python_has_are_kept_per_interpreter_and_packages_as_installed_and_never_lose_the_standard_ones(
+        tmp_path, monkeypatch):
+    """Worked out once (half a second) and kept in the user's cache; a damaged file is worked out again; a package
+    installed again at the same version with another module is another key; and the standard library's names and
+    the start-up hooks are never the file's, so an empty one written by code run unconfined loses none of them."""
     gate = load_keeper("gate")
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    gate.python_names.cache_clear()
-    names = gate.python_names()
-    kept = next((tmp_path / "seed").glob("python-owners-*.json"))
-    assert json.loads(kept.read_text()) == names and names["json"] == "the standard library"
-    assert names["requests"] == "the installed package requests" and names["org"].startswith("a name the standard")
-    for damaged in ("[1, 2]", '{"json": 1}', "{not json"):
-        kept.write_text(damaged)
+    site = tmp_path / "site"
+    (site / "mypkg-1.0.dist-info").mkdir(parents=True)
+    (site / "mypkg-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: mypkg\nVersion: 1.0\n")
+    (site / "mypkg-1.0.dist-info" / "top_level.txt").write_text("foo\n")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.syspath_prepend(str(site))
+
+    def names():
         gate.python_names.cache_clear()
-        assert gate.python_names() == names and json.loads(kept.read_text()) == names
+        return gate.python_names()
+    first = names()
+    kept = next((tmp_path / "cache" / "seed").glob("python-owners-*.json"))
+    assert first["foo"] == "the installed package mypkg" and first["json"] == "the standard library"
+    assert first["requests"] == "the installed package requests" and first["org"].startswith("a name the standard")
+    assert "the standard library" not in json.loads(kept.read_text()).values() and names() == first  # read back
+    for damaged in ("[1, 2]", '{"foo": 1}', "{not json"):
+        kept.write_text(damaged)
+        assert names() == first and "foo" in json.loads(kept.read_text())
+    kept.write_text("{}")  # what code run without Landlock could leave there
+    assert {"json", "signal", "sitecustomize"} <= set(names()) and "foo" not in names()
+    shutil.rmtree(site / "mypkg-1.0.dist-info")  # installed again, at the same version, with a module more
+    (site / "mypkg-1.0.dist-info").mkdir()
+    (site / "mypkg-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: mypkg\nVersion: 1.0\n")
+    (site / "mypkg-1.0.dist-info" / "top_level.txt").write_text("foo\nbar\n")
+    os.utime(site / "mypkg-1.0.dist-info", ns=(1, 1))  # installed at another moment, whatever the clock's grain
+    assert names()["bar"] == "the installed package mypkg"
     gate.python_names.cache_clear()
