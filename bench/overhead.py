@@ -61,10 +61,11 @@ def make_workspace(root, files, keeper=False):
     (root / "tests" / "test_app.py").write_text("from app import main\n\n\ndef test_main():\n    assert main() == 1\n")
     if keeper:
         shutil.copytree(REPO / "supervisor", root / "supervisor", ignore=shutil.ignore_patterns("__pycache__", "tests"))
-    for name in ("fallback.py", "seed.py", "goal.md", "pending_tasks.md", "iteration_log.md",
-                 *(PROVIDED_TESTS if keeper else [])):
+    for name in ("fallback.py", "seed.py", "goal.md", *(PROVIDED_TESTS if keeper else [])):
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO / name, root / name)
+    (root / "pending_tasks.md").write_text("# Pending tasks\n\n")  # as a first start makes them (a clone has none)
+    (root / "iteration_log.md").write_text("# Iteration log\n")
     if keeper:
         shutil.copytree(REPO / "supervisor", root / "supervisor", ignore=shutil.ignore_patterns("__pycache__"),
                         dirs_exist_ok=True)
