@@ -32,7 +32,7 @@ from .scrub import redact, secret_in
 from .kinds import SAME_FILES, Failure, Outcome, Result, RunFailure, ScoreFailure
 from .settings import (DRY_SPELL, EX_CONFIG, EX_UNAVAILABLE, FAULT_PAUSE, FULL_GATE_EVERY, NOT_YOURS, SETTLING,
                        SUSPICION, UNDER_WAY, load_json, save_json, write_atomically)
-from .confined.untrusted import Untrusted
+from .untrusted import Untrusted
 
 SEED_KEEPER = " ".join(NOT_YOURS)  # not the seed's to write, besides any name that starts with "."
 

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
 
+TOKEN_FIELDS = {"prompt": "promptTokenCount", "output": "candidatesTokenCount", "thinking": "thoughtsTokenCount"}
+# the tokens a request is counted in, and the field of Gemini's usageMetadata each is read from
 SAME_FILES = "the same files again"  # what an answer came to whose files were as they were, or as last rolled
 # back (the gateway's tally of a model's answers counts it as it is)
 

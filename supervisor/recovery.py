@@ -13,7 +13,7 @@ from .store import journal, record as book, snapshots as snap
 from .confined import terrarium
 from .events import tell
 from .kinds import Outcome, Result
-from .gateway.ledger import Books
+from .store.ledger import Books
 from .settings import LOG, ROOT, SETTLING, UNDER_WAY, USAGE, load_json
 
 

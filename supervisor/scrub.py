@@ -5,7 +5,6 @@
                               report's cache) and of every line it prints
     printable(text, keep="")  every character that is not printable text shown as its escape (\\x1b, \\u202e): nothing
                               from a model or its processes moves a terminal's cursor, sets its title or clipboard
-    refuse_secrets(body)      the body of a request for upstream, or a stop (outcomes.Reply) when it carries a secret
                               in any encoding a prompt could carry it
     valid(text or JSON value) what comes in from a model or its code made storable where it enters, before anything
                               keeps it: each lone surrogate and NUL as U+FFFD (the record, the log and the page
@@ -24,7 +23,6 @@ import re
 from urllib.parse import quote
 
 from . import envfile
-from .gateway.outcomes import stopping
 from .settings import KEY_SHAPES, ROOT, SECRET_NAMES
 
 KEYS = ("GEMINI_API_KEY", "OPENAI_API_KEY")  # the keys the keeper holds, from .env or the environment
@@ -113,17 +111,6 @@ def valid(value):
 
 
 # --- nothing secret goes upstream -----------------------------------------------------------------
-def refuse_secrets(body):
-    """The request's body, if no secret is in it in any form; else a stop (nothing is sent) naming the secret."""
-    found = secret_in(body)
-    if found:
-        name, form = found
-        raise stopping(f"the request carries the value of {name} ({form}): the gateway refused it and sent nothing. "
-                       "A file the seed reads (goal.md, pending_tasks.md or a file of the codebase) holds it: take it "
-                       "out, and change the secret if that file was ever shared")
-    return body
-
-
 def secret_in(body):
     """(the name of a secret the body carries, in which form), or None. The body is searched as it came, and as its
     JSON reads: its strings' values side by side, then its keys (escapes undone, a value split in two found)."""

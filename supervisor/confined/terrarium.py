@@ -30,10 +30,11 @@ import time
 from collections import deque
 from functools import lru_cache
 
-from . import blame, sandbox, untrusted
+from . import blame, sandbox
+from .. import untrusted
 from ..store import snapshots as snap
 from ..events import tell
-from .names import refusal
+from ..names import refusal
 from ..scrub import valid
 from ..settings import (CONTRACT, GUARDED, JUDGED, LANDING, LANDING_BYTES, LANDING_FILES, LIMITS, LOG, LOG_SHOWN,
                         NAMESPACES, NOT_CODE, OUTPUT_TAIL, PROCESSES, ROOT, RUNNING, SANDBOX_REQUIRED, SCRATCH,
@@ -41,7 +42,7 @@ from ..settings import (CONTRACT, GUARDED, JUDGED, LANDING, LANDING_BYTES, LANDI
                         write_atomically)
 from ..store.snapshots import (folders_above, has_object, line_changes, manifest, object_path, remove_empty_parents,
                                stays_inside, store_object)
-from .untrusted import Untrusted
+from ..untrusted import Untrusted
 
 PROVIDED = STEERING  # read by the seed
 KEEPER_FILES = {rel.casefold() for rel in [*GUARDED, *STEERING]}  # never the codebase's, by any case

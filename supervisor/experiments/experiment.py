@@ -29,7 +29,7 @@ from ..scrub import redact
 from ..store.journal import LOG_HEAD, section_of
 from ..settings import EX_CONFIG, KEEPER, LOG, LOG_SHOWN, ROOT, STEERING, write_atomically
 from ..store.snapshots import Reader, fork_store
-from ..confined.untrusted import Untrusted
+from ..untrusted import Untrusted
 
 VOLATILE = re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d(?::\d\d(?:\.\d+)?)?|\b\d+\.\d+ ?s\b|(?<= at )0x[0-9a-f]{6,}\b")
 # times, seconds taken, and where an object was in memory ("<function add at 0x7f2a...>" in a failing test's output)

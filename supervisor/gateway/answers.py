@@ -20,6 +20,7 @@ import re
 
 from . import formats
 from .formats import FILES_FORMAT, PLACEHOLDER
+from ..kinds import TOKEN_FIELDS
 
 # --- settings ---------------------------------------------------------------------------------
 CHARS_PER_TOKEN = 3       # budgets are in estimated tokens: characters of all the request's parts / 3
@@ -27,7 +28,6 @@ MARGIN = 4 / 3            # such estimates undercount code by up to a third: a p
 FOLD_TOKENS = 500         # room kept in each budget for the answer instruction folded into a prompt
 MAX_OUTPUT = 65_536       # tokens: the largest answer any model of the table gives; a larger ask is clamped
 MAX_SCHEMA = 8_000        # characters of an answer schema (the seed's is about 700)
-TOKEN_FIELDS = {"prompt": "promptTokenCount", "output": "candidatesTokenCount", "thinking": "thoughtsTokenCount"}
 MOST_TOKENS = 10 ** 9  # a count of tokens no one request reaches: beyond it, a server's count is not believed
 NUMBER, WHOLE, TEXT, SCHEMA = (int, float), int, str, dict
 CONFIG = {"responseMimeType": TEXT, "responseSchema": SCHEMA, "responseJsonSchema": SCHEMA, "temperature": NUMBER,

@@ -36,10 +36,10 @@ from datetime import timedelta
 from pathlib import Path
 
 from . import answers, door, outcomes
-from ..confined import names
-from .. import scrub
-from .answers import CHARS_PER_TOKEN, MARGIN, TOKEN_FIELDS
-from .ledger import Books, next_pacific_midnight, utc_now
+from .. import names, scrub
+from ..kinds import TOKEN_FIELDS
+from .answers import CHARS_PER_TOKEN, MARGIN
+from ..store.ledger import Books, next_pacific_midnight, utc_now
 from .models import FEATURES, Models
 from .outcomes import Kind, MovedOn, Reply, Retry, refusal, stopping, unusable, waiting
 from ..settings import KEY_SHAPES, NAMED
@@ -266,7 +266,7 @@ class Gateway:
                 raise Reply(404, "NOT_FOUND", "the gateway serves only POST /v1beta/models/{model}:generateContent")
             run = self.admit(token)
             try:
-                request = answers.read_request(scrub.refuse_secrets(read_body()))
+                request = answers.read_request(refuse_secrets(read_body()))
             except ValueError as error:
                 raise Reply(400, "INVALID_ARGUMENT", str(error)) from None
             return 200, self.ask(run, request)
@@ -452,3 +452,14 @@ def report_of(run):
 
 def same(token, expected):
     return hmac.compare_digest(token.encode(), expected.encode())
+
+
+def refuse_secrets(body):
+    """The request's body, if no secret is in it in any form; else a stop (nothing is sent) naming the secret."""
+    found = scrub.secret_in(body)
+    if found:
+        name, form = found
+        raise stopping(f"the request carries the value of {name} ({form}): the gateway refused it and sent nothing. "
+                       "A file the seed reads (goal.md, pending_tasks.md or a file of the codebase) holds it: take it "
+                       "out, and change the secret if that file was ever shared")
+    return body

@@ -33,7 +33,7 @@ from urllib.request import pathname2url
 
 from ..kinds import Outcome
 from .journal import logs_set_aside, telling_lines
-from ..gateway.ledger import UNREACHED, pacific, reached
+from .ledger import UNREACHED, pacific, reached
 from ..scrub import redact
 from ..settings import (LOG, LOG_SHOWN, LOGS_ASIDE, QUOTA, ROOT, STEERING, TEST_SUPPORT, USAGE, keeper_code, read_stamp, source_of,
                         stamp, tail_of, utc_now)

@@ -20,8 +20,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from ..events import tell
-from ..confined.names import refusal
-from ..confined.untrusted import Untrusted
+from ..names import refusal
+from ..untrusted import Untrusted
 from ..settings import (BACKUPS, BACKUPS_BYTES, GUARDED, INDEX, KEEP_DAILY_DAYS, KEEP_GOOD, KEEP_LANDED_DAYS, KEEP_LAST,
                         NOT_CODE, OBJECTS, RESTORING, ROOT, STEERING, load_json, stamp, utc_now, write_atomically)
 

@@ -63,6 +63,25 @@ def test_base_rooms_import_nothing_of_the_keeper_and_the_store_never_a_view_or_t
     assert GRAPH["iteration"] & (VIEWS | {"gateway", "backends"}) == set()  # the policy is handed the gateway
 
 
+def test_the_subpackages_stand_on_each_other_one_way_and_the_rooms_at_the_top_below_them_are_the_base():
+    """store/ at the bottom; confined/ and gateway/ on it; experiments/ on those; views/ on all: no two subpackages
+    import each other, directly or round about. At the top, beside the policy (iteration, recovery) that carries
+    them out, stand the rooms every floor reads, which import no subpackage."""
+    floor = {room: path.parent.name for room, path in ROOMS.items() if path.parent.name in FLOORS}
+    above = {(floor[room], floor[below]) for room, rooms in GRAPH.items() if room in floor
+             for below in rooms if below in floor and floor[below] != floor[room]}
+    reach = set(above)
+    while True:
+        more = {(a, d) for a, b in reach for c, d in reach if b == c} - reach
+        if not more:
+            break
+        reach |= more
+    assert {pair for pair in reach if pair[0] == pair[1]} == set(), sorted(above)
+    assert ("confined", "store") in above and ("views", "gateway") in above  # the reading sees the floors
+    top = {room for room, path in ROOMS.items() if path.parent == REPO / "supervisor"} - {"iteration", "recovery"}
+    assert {room: GRAPH[room] & set(floor) for room in top if GRAPH[room] & set(floor)} == {}
+
+
 def test_importing_every_part_of_the_keeper_reads_no_file_of_the_workspace(tmp_path):
     """Not .env, not the log, the index or the record: only the keeper's own code is opened, to be imported."""
     root = fresh_workspace(tmp_path / "workspace")

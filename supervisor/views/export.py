@@ -17,7 +17,7 @@ from pathlib import Path
 
 from . import history
 from ..store.journal import one_line
-from ..confined.names import refusal
+from ..names import refusal
 from ..scrub import printable
 from ..settings import read_stamp
 from ..store.snapshots import Reader

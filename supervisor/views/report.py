@@ -18,7 +18,7 @@ from pathlib import Path
 from . import history
 from ..store import journal, record
 from .history import OUTCOMES
-from ..gateway.ledger import reached
+from ..store.ledger import reached
 from ..gateway.models import Models
 from ..scrub import redact
 from ..settings import NAMED, write_atomically

@@ -13,7 +13,7 @@ from ..gateway import backends
 from ..store import journal, record
 from ..kinds import Outcome
 from ..scrub import printable
-from ..gateway.ledger import Books, pacific_day, reached
+from ..store.ledger import Books, pacific_day, reached
 from ..settings import BACKUPS, INDEX, ROOT
 from ..store.snapshots import codebase_size, current, load_index, retention, run_worked
 

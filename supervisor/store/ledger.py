@@ -20,7 +20,7 @@ from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from .answers import TOKEN_FIELDS
+from ..kinds import TOKEN_FIELDS
 from ..settings import load_json, save_json
 
 USAGE_DAYS = 7  # Pacific days usage.json keeps

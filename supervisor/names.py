@@ -23,8 +23,8 @@ folders, whose names are no one's choice) is held to the rules of text and lengt
 import os
 import re
 
-from ..scrub import escaped
-from ..settings import DOT_NAMES, ROOT
+from .scrub import escaped
+from .settings import DOT_NAMES, ROOT
 
 NAME_MAX = 255    # bytes of one name (Linux, macOS)
 PATH_MAX = 4095   # bytes of a whole path (Linux's 4,096 with the terminating NUL)
