@@ -5,6 +5,7 @@ installed package of the same name can stand in for it). The model never writes 
 imports it. Its rooms:
 
     settings, kinds, events, envfile, scrub   the base: paths and limits, the shared words, what happens, .env, secrets
+    names, untrusted                         the base too: the model's names and files, read without trusting them
     iteration, decide, recovery              the policy: an iteration carried out, its decisions, a start's repair
     gateway/                                 the door to the model, the only holder of the key
     confined/                                the working copy, the confinement and the gate

@@ -3,7 +3,6 @@
 terrarium (the working copy, the capture of what a run left, the landing) runs everything through sandbox
 (Landlock, namespaces, seccomp, limits) or a child forked by zygote from preloaded; gate judges a candidate with
 check (the pytest plugin in the child), selection and source (which tests a change can affect, what a test may do),
-evaluate and scoring (the person's score); blame observes the world outside the code; untrusted and names read
-what the model's code wrote without trusting it. check.py, scoring.py, preloaded.py and sandbox.py also run as
+evaluate and scoring (the person's score); blame observes the world outside the code. check.py, scoring.py, preloaded.py and sandbox.py also run as
 programs, by their paths, in the children.
 """

@@ -2,6 +2,6 @@
 
 gateway (the run's plan, the quotas, the pacing, each model's quirks) served on loopback by door; backends picks
 Gemini (gemini), a server of one's own (openai_compatible, streaming) or a record's answers (replay); answers and
-formats read and shape what a model answers; outcomes reads one upstream reply; models and ledger keep what each
-model may be asked and what was asked of it (usage.json, quota.json). It adapts the wire, never the content.
+formats read and shape what a model answers; outcomes reads one upstream reply; models keeps what each model may be
+asked, and the store's ledger what was asked of it. It adapts the wire, never the content.
 """
