@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import threading
+import uuid
 
 import pytest
 
@@ -42,7 +43,7 @@ for step in json.load(open(sys.argv[2])):
     pid = zygote.current.process.pid if zygote.current else 0
     files = {rel: snapshots.store_object(text.replace("ZYGOTE_PID", str(pid)).encode()) for rel, text in step.items()}
     verdict = gate.run_checks(files, False)
-    left = [p for p in os.listdir("/proc") if p.isdigit() and b"left-by-a-candidate" in command_of(p)]
+    left = [p for p in os.listdir("/proc") if p.isdigit() and os.environ["LEFT_MARK"].encode() in command_of(p)]
     pid = zygote.current and zygote.current.process.pid
     spaces = {name: os.readlink(f"/proc/{pid}/ns/{name}") for name in ("user", "pid", "net", "mnt", "ipc")} if pid else {}
     print(json.dumps({"failure": verdict.failure and verdict.failure.value, "output": verdict.output, "zygote": pid,
@@ -101,7 +102,8 @@ def drive(workspace, steps, tmp_path, **settings):
     (tmp_path / "steps.json").write_text(json.dumps(steps))
     env = {k: v for k, v in os.environ.items() if not k.startswith("SEED_")}
     done = subprocess.run([sys.executable, str(tmp_path / "driver.py"), str(workspace), str(tmp_path / "steps.json")],
-                          cwd=workspace, env={**env, "SEED_ZYGOTE": "5", **settings}, capture_output=True, text=True,
+                          cwd=workspace, env={"LEFT_MARK": f"left-by-a-candidate-{uuid.uuid4().hex}", **env,
+                                              "SEED_ZYGOTE": "5", **settings}, capture_output=True, text=True,
                           timeout=240)
     assert done.returncode == 0, done.stderr
     return [json.loads(line) for line in done.stdout.splitlines()]
@@ -171,10 +173,10 @@ def test_nothing_of_the_candidate_before():
 
 
 def test_nothing_an_earlier_candidate_leaves_reaches_the_next(workspace, tmp_path):
-    """(Its process is named apart from the one the driver looks for after a candidate out of time: a worker running
-    that test at the same moment sees every process of the machine.)"""
-    plant = {"planted_module.py": "VALUE = 1\n", "tests/test_plant.py": PLANT}
-    results = drive(workspace, [plant, {"tests/test_find.py": FIND}], tmp_path)
+    mark = f"planted-by-a-candidate-{uuid.uuid4().hex}"  # this test's own: another worker's are not its
+    plant = {"planted_module.py": "VALUE = 1\n", "tests/test_plant.py": PLANT.replace("planted-by-a-candidate", mark)}
+    find = {"tests/test_find.py": FIND.replace("planted-by-a-candidate", mark)}
+    results = drive(workspace, [plant, find], tmp_path, LEFT_MARK=mark)
     assert results[0]["failure"] is None, results[0]["output"]
     assert results[0]["left"] == []  # the daemon it started ended with its PID namespace
     assert results[1]["failure"] is None, results[1]["output"]
@@ -219,9 +221,10 @@ def test_the_zygote_is_started_anew_after_its_candidates_when_its_files_change_a
 
 
 def test_a_candidate_out_of_time_is_ended_with_what_it_started_and_the_next_is_judged(workspace, tmp_path):
+    mark = f"left-by-a-candidate-{uuid.uuid4().hex}"  # this test's own: another worker's are not its
     slow = {"tests/test_slow.py": "import subprocess, sys, time\n\n\ndef test_slow():\n    subprocess.Popen([sys.executable, "
-            "'-c', 'import time; time.sleep(300)', 'left-by-a-candidate'])\n    time.sleep(300)\n"}
-    results = drive(workspace, [slow, CALC], tmp_path, SEED_GATE_SECONDS="3")
+            f"'-c', 'import time; time.sleep(300)', '{mark}'])\n    time.sleep(300)\n"}
+    results = drive(workspace, [slow, CALC], tmp_path, SEED_GATE_SECONDS="3", LEFT_MARK=mark)
     assert results[0]["failure"] == "tests timed out" and results[0]["left"] == []
     assert results[1]["failure"] is None and results[1]["zygote"] == results[0]["zygote"]
 
