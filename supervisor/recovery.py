@@ -43,8 +43,8 @@ def recover(index):
     terrarium.finish_landing(entries.get(settling.get("start")))
     settle_landing(index, settling, entries)
     under_way = load_json(UNDER_WAY)
-    if under_way.get("start") in entries:
-        number = under_way.get("iteration") if isinstance(under_way.get("iteration"), int) else 0
+    number = under_way.get("iteration") if isinstance(under_way.get("iteration"), int) else 0
+    if under_way.get("start") in entries and not book.has_row(ROOT, number):  # a landing settled above has its row
         terrarium.set_aside(index, entries[under_way["start"]], number)
         killed = Result(Outcome.STOPPED, "the keeper was killed during this iteration", start=under_way["start"])
         write_iteration(book.row_of(number, killed, 0.0), killed)
