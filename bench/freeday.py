@@ -69,7 +69,7 @@ SCALE, TIMEOUT, GATE_RUNS = 500, 480, 7  # defaults of --scale, --timeout (secon
 STALL = 30                # iterations in a row that ask nothing and wait for nothing: the day is stopped
 GATE_TARGET, SHARE_TARGET, LANDED_TARGET = 1.5, 0.25, 0.95  # the issue's targets
 KEY = "AQ.Ab8RN6bench-not-a-real-key-0123456789"
-KEEPER_FILES = ["seed.py", "fallback.py", "goal.md", "pending_tasks.md", "iteration_log.md", "supervisor/tests/conftest.py",
+KEEPER_FILES = ["seed.py", "fallback.py", "goal.md", "supervisor/tests/conftest.py",
                 "supervisor/tests/fake_gemini.py",
                 *(p.relative_to(REPO).as_posix() for p in sorted((REPO / "supervisor").rglob("*.py"))
                   if "tests" not in p.relative_to(REPO).parts)]
@@ -320,6 +320,8 @@ def make_workspace(files=()):
     for rel in KEEPER_FILES:
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO / rel, root / rel)
+    (root / "pending_tasks.md").write_text("# Pending tasks\n\n")  # as a first start makes them (a clone has none)
+    (root / "iteration_log.md").write_text("# Iteration log\n")
     for rel, text in files:
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
@@ -331,6 +333,7 @@ def grow(root):
     """The day's workspace: GROWN modules with their tests, and the log of the iterations that wrote them."""
     for n, topic in enumerate(TOPICS[:GROWN], 1):
         for rel, text in grown_module(n, topic):
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
             (root / rel).write_text(text)
     with (root / "iteration_log.md").open("a") as log:
         log.write("".join(GROWN_LOG.substitute(n=n, topic=topic) for n, topic in enumerate(TOPICS[:GROWN], 1)))
