@@ -43,7 +43,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "supervisor" / "tests"))
 from test_openai_compatible import QWEN, FakeServer, ollama, ollama_answer  # noqa: E402  (the tests' fake)
 
-FILES = ["seed.py", "fallback.py", "goal.md", "pending_tasks.md", "iteration_log.md", "supervisor/tests/conftest.py",
+FILES = ["seed.py", "fallback.py", "goal.md", "supervisor/tests/conftest.py",
          "supervisor/tests/fake_gemini.py", "supervisor/tests/test_seed.py",
          *sorted(p.relative_to(REPO).as_posix() for p in (REPO / "supervisor").rglob("*.py")
                  if "tests" not in p.relative_to(REPO).parts)]
@@ -116,6 +116,8 @@ def make_workspace(root, files, server):
     for rel in FILES:
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO / rel, root / rel)
+    (root / "pending_tasks.md").write_text("# Pending tasks\n\n")  # as a first start makes them (a clone has none)
+    (root / "iteration_log.md").write_text("# Iteration log\n")
     (root / ".env").write_text(f"OPENAI_BASE_URL={server.base}\nOPENAI_MODEL={QWEN}\n")
     return make_codebase(root, files)
 
