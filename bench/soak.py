@@ -36,7 +36,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "supervisor" / "tests"))
 import fake_gemini as api  # noqa: E402  (the tests' fake server, reused)
 
-FILES = ["seed.py", "fallback.py", "goal.md", "pending_tasks.md", "iteration_log.md", ".env.example",
+FILES = ["seed.py", "fallback.py", "goal.md", ".env.example",
          "supervisor/tests/conftest.py", "supervisor/tests/fake_gemini.py",
          *sorted(p.relative_to(REPO).as_posix() for p in (REPO / "supervisor").rglob("*.py")
                  if "tests" not in p.relative_to(REPO).parts)]
@@ -52,7 +52,8 @@ LIVED_IN_CODE = {"json.py": '"""the model\'s own json"""\nVALUE = 1\n', "utils.p
                  "def test_double():\n    assert double(2) == 4\n"}
 REFUSER = "soak-refuses-json"  # answers 400 "JSON mode is not enabled" to every request that asks for JSON
 NOT_CODE = {".git", "backups", ".seed", "supervisor", "__pycache__", ".pytest_cache"}
-NOT_CODE_FILES = set(FILES) - {"seed.py"} | {".env", "report.html"}  # the files snapshots leave out
+NOT_CODE_FILES = set(FILES) - {"seed.py"} | {".env", "report.html", "pending_tasks.md", "iteration_log.md"}  # the
+# files snapshots leave out
 KEY = "AIzaSySOAK" + "k3y" * 9 + "xx"
 MODELS = ["soak-model-0", REFUSER] + [f"soak-model-{n}" for n in range(1, 30)]  # a per-day fault spends one
 TIMEOUT = 6  # --timeout for each seed run, short so hangs cost little
@@ -297,8 +298,7 @@ def live_in(root, outside):
         (root / rel).write_text(text)
     (root / ".env").write_text(f"GEMINI_API_KEY={KEY}\n")
     (root / "outside_link").symlink_to(outside)
-    with (root / "pending_tasks.md").open("a") as tasks:
-        tasks.write("\n".join(PERSON_TASKS) + "\n" + FAILURE_TASKS)
+    (root / "pending_tasks.md").write_text("# Pending tasks\n\n" + "\n".join(PERSON_TASKS) + "\n" + FAILURE_TASKS)
     (root / "iteration_log.md").write_text("# Iteration log\n" + "".join(
         f"\n## Iteration {n} — 2026-11-01 10:00:00 UTC — {'landed: 1 file(s) changed' if n % 3 else 'no change'}\n\n"
         f"- Tasks:\n  1. step {n}\n- Files: m{n}.py +1 −0\n" for n in range(1, 3001)))
