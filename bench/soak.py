@@ -7,9 +7,9 @@ checked after each one.
 The workspace starts lived-in: 27 tasks a person wrote that no answer ticks, failure tasks left open, a
 log of 3,000 sections, modules named like the standard library (json.py, email/) beside ordinary ones,
 and a model in GEMINI_MODEL that refuses JSON mode. Each step runs `fallback.py` on it against a fake
-Gemini, with either a good answer (some edit goal.md while the model thinks, some write tempfile.py) or
-a fault: a bad answer, an answer that ticks tasks and is rolled back, bad code the model writes (landed,
-so the next run trips on it), an API or network fault, or a fault in the supervisor's own world (kill -9,
+Gemini, with either a good answer (some edit goal.md while the model thinks) or a fault: a bad answer (one
+writing tempfile.py, a module named like the standard library's, which never lands), an answer that ticks
+tasks and is rolled back, bad code the model writes (landed, so the next run trips on it), an API or network fault, or a fault in the supervisor's own world (kill -9,
 Ctrl+C, a second instance, a file size limit). After every step: every .py compiles and the code imports;
 `fallback.py --status` works; protected files are unchanged and goal.md is the person's; the log only
 grew; no task a person wrote is gone or ticked; every file the codebase ever had is in it or in a
@@ -88,6 +88,8 @@ FAULTS = {
     "escaping paths": answer(("../escaped.py", "x = 1\n"), ("/tmp/soak-absolute.py", "x = 1\n"),
                              ("outside_link/evil.py", "x = 1\n")),
     "a very large file": answer(("large.py", "x = 1\n" * 400_000)),
+    "a module named like the standard library's": answer(("tempfile.py", "VALUE = 1\n")),  # never lands: it would
+    # stand in for the real one wherever the folder comes first on the path (gate.taken_name)
     "binary content": answer(("nul.py", "a = 1\x00\n")),
     "odd file names": answer(("ünïcødé ñame.py", "x = 1\n"), ("with space/m.py", "x = 1\n"), ("-dash.py", "x = 1\n")),
     "thousands of files": lambda fake, rng: fake.reply(api.answer([(f"many/m{i}.py", f"N = {i}\n")
@@ -137,8 +139,6 @@ GOOD = {  # good answers; each returns the answer it queued, to tell whether it 
     "good answer": lambda fake, rng, root, step: fake.reply(good_answer(rng)).replies[None][-1][1],
     "good answer, goal.md edited meanwhile": lambda fake, rng, root, step: fake.reply(good_answer(rng), hook=lambda r: (
         root / "goal.md").write_text(f"# Goal\n\nA person's new direction, from step {step}.\n")).replies[None][-1][1],
-    "good answer writing tempfile.py": lambda fake, rng, root, step: fake.reply(good_answer(
-        rng, [("tempfile.py", "VALUE = 1\n")])).replies[None][-1][1],
 }
 WORLD = {"429 per minute", "429 per day", "429 bare", "429 limit 0", "5xx burst", "connection refused",
          "accepts, never answers", "cut mid-body", "kill -9, then restart", "Ctrl+C at a random moment",
