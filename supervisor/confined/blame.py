@@ -77,7 +77,9 @@ def short_of(root):
     counted as free: a run that filled the disk is the code's doing), its free memory; or ''."""
     try:
         disk = os.statvfs(root)
-        free = disk.f_bavail * disk.f_frsize + sum(map(bytes_in, (WORK, SCRATCH)))
+        free = disk.f_bavail * disk.f_frsize
+        if free < DISK_LEAST:  # only then are the runs' own folders walked, to count what they hold as free
+            free += sum(map(bytes_in, (WORK, SCRATCH)))
     except OSError:
         free = None
     if free is not None and free < DISK_LEAST:
