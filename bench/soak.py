@@ -6,16 +6,16 @@ checked after each one.
 
 The workspace starts lived-in: 27 tasks a person wrote that no answer ticks, failure tasks left open, a
 log of 3,000 sections, modules named like the standard library (json.py, email/) beside ordinary ones,
-and a model in GEMINI_MODEL that refuses JSON mode. Each step runs `fallback.py` on it against a fake
-Gemini, with either a good answer (some edit goal.md while the model thinks) or a fault: a bad answer (one
-writing tempfile.py, a module named like the standard library's, which never lands), an answer that ticks
-tasks and is rolled back, bad code the model writes (landed, so the next run trips on it), an API or network fault, or a fault in the supervisor's own world (kill -9,
-Ctrl+C, a second instance, a file size limit). After every step: every .py compiles and the code imports;
-`fallback.py --status` works; protected files are unchanged and goal.md is the person's; the log only
-grew; no task a person wrote is gone or ticked; every file the codebase ever had is in it or in a
-snapshot; nothing is written outside the workspace; the key is in no file but .env; no process is left;
-every good answer served lands; no fault from outside the code takes landed work away. It prints a table
-of faults and two closing lines. Exit status 1 if any invariant broke.
+and a model in GEMINI_MODEL that refuses JSON mode. Each step runs `fallback.py` on it against a fake Gemini,
+with either a good answer (some edit goal.md while the model thinks) or a fault: a bad answer (one writing
+tempfile.py, a module named like the standard library's, which never lands), an answer that ticks tasks and is
+rolled back, bad code the model writes (landed, so the next run trips on it), an API or network fault, or a
+fault in the supervisor's own world (kill -9, Ctrl+C, a second instance, a file size limit). After every step:
+every .py compiles and the code imports; `fallback.py --status` works; protected files are unchanged and
+goal.md is the person's; the log only grew; no task a person wrote is gone or ticked; every file the codebase
+ever had is in it or in a snapshot; nothing is written outside the workspace; the key is in no file but .env;
+no process is left; every good answer served lands; no fault from outside the code takes landed work away. It
+prints a table of faults and two closing lines. Exit status 1 if any invariant broke.
 """
 import argparse
 import hashlib

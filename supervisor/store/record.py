@@ -6,15 +6,15 @@
     standing(root)                       # the run's totals and where the codebase stands, for --status
     ledger(root); exchange(root, id)     # usage.json's shape, summed from the requests; a request's bytes
 
-Tables: iterations (one row per iteration: its times, model, outcome kind and text, reason, snapshots, files
-with lines added and removed, tasks, the gate's counts and time, the score), requests (the ledger's facts per request: model, tokens, kind, latency, wasted and why),
-exchanges (each request as the seed asked it and its body as sent upstream, its answer as received and as
-cleaned for the seed; a prompt is stored as a zlib'd delta from the one before it, each chain of CHAIN starting
-whole), carried
-(usage.json's counts from before the record), kept (the files an old workspace was migrated from) and runs
-(one row per start of the keeper on the folder: the run's identity, its parent if it was forked, and what a
-replay needs that is not the code: the goal, the tasks and the person's evaluate.py as they were, the log's
-tail at the first start, the settings that change what the keeper does).
+Tables: iterations (one row per iteration: its times, model, outcome kind and text, reason, snapshots, files with
+lines added and removed, tasks, the gate's counts and time, the score), requests (the ledger's facts per request:
+model, tokens, kind, latency, wasted and why), exchanges (each request as the seed asked it and its body as sent
+upstream, its answer as received and as cleaned for the seed; a prompt is stored as a zlib'd delta from the one
+before it, each chain of CHAIN starting whole), carried (usage.json's counts from before the record), kept (the
+files an old workspace was migrated from) and runs (one row per start of the keeper on the folder: the run's
+identity, its parent if it was forked, and what a replay needs that is not the code: the goal, the tasks and the
+person's evaluate.py as they were, the log's tail at the first start, the settings that change what the keeper
+does).
 SQLite in WAL mode; each write is one transaction, so a kill -9 leaves it whole. Views never parse each other:
 the one place that reads the old log's prose is migrate(). What the views show of the whole history (the page's
 strip, the counts by outcome, the ledger) is counted from the rows when read, over indexes that hold the columns
@@ -35,8 +35,8 @@ from ..kinds import Outcome
 from .journal import logs_set_aside, telling_lines
 from .ledger import UNREACHED, pacific, reached
 from ..scrub import redact
-from ..settings import (LOG, LOG_SHOWN, LOGS_ASIDE, QUOTA, ROOT, STEERING, TEST_SUPPORT, USAGE, keeper_code, read_stamp, source_of,
-                        stamp, tail_of, utc_now)
+from ..settings import (LOG, LOG_SHOWN, LOGS_ASIDE, QUOTA, ROOT, STEERING, TEST_SUPPORT, USAGE, keeper_code, read_stamp,
+                        source_of, stamp, tail_of, utc_now)
 
 NAME = "record.sqlite"
 CHAIN = 50            # prompts stored as deltas one after the other before one is stored whole again
