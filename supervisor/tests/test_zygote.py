@@ -43,7 +43,10 @@ for step in json.load(open(sys.argv[2])):
     pid = zygote.current.process.pid if zygote.current else 0
     files = {rel: snapshots.store_object(text.replace("ZYGOTE_PID", str(pid)).encode()) for rel, text in step.items()}
     verdict = gate.run_checks(files, False)
-    left = [p for p in os.listdir("/proc") if p.isdigit() and os.environ["LEFT_MARK"].encode() in command_of(p)]
+    left, gone_by = ["?"], time.monotonic() + 2  # a PID namespace's members end as its init does, a moment after
+    while left and time.monotonic() < gone_by:
+        left = [p for p in os.listdir("/proc") if p.isdigit() and os.environ["LEFT_MARK"].encode() in command_of(p)]
+        time.sleep(0.05 if left else 0)
     pid = zygote.current and zygote.current.process.pid
     spaces = {name: os.readlink(f"/proc/{pid}/ns/{name}") for name in ("user", "pid", "net", "mnt", "ipc")} if pid else {}
     print(json.dumps({"failure": verdict.failure and verdict.failure.value, "output": verdict.output, "zygote": pid,
