@@ -1,15 +1,16 @@
-"""preloaded: the zygote, a process that has imported pytest, the gate's check program and the standard modules the
-seed imports once and forks one child per run (a candidate's checks, or the seed's run), which confines itself as
+"""preloaded: the zygote, a process that has imported the gate's check program, the standard modules the seed imports
+and (at the first check) pytest once, and forks one child per run (a candidate's checks, or the seed's run), which confines itself as
 a launch does and only then reads the model's code (zygote.py starts it and talks to it).
 
     python -P preloaded.py CONTROL       # CONTROL: its end of a SOCK_SEQPACKET pair with the keeper
 
 It is started by exec, in START ("/"), with a run's environment without a run's settings (terrarium.clean_env():
 never the keeper's, no key and no run's token is in its memory) and -P: nothing of the model's is on its path or
-read while it starts. It loads sandbox.py and check.py by their paths beside it, imports pytest and every plugin
-pytest loads by default and SEEDS_IMPORTS, freezes what it holds out of the garbage collector's reach (gc.freeze:
-no child copies it by collecting), tells the keeper the files whose change must restart it, and waits. For each
-request (what to run: check.py's arguments, or a script as terrarium.python starts it; the policy, the folder, the
+read while it starts. It loads sandbox.py and check.py by their paths beside it, imports SEEDS_IMPORTS, freezes
+what it holds out of the garbage collector's reach (gc.freeze: no child copies it by collecting), tells the keeper
+the files whose change must restart it, and waits. The first request for a check (its first byte says which kind
+it is) has it import pytest and every plugin pytest loads by default, frozen too, before it forks: a keeper whose
+runs all end before the gate never imports them. For each request (what to run: check.py's arguments, or a script as terrarium.python starts it; the policy, the folder, the
 run's environment, and the descriptors: the output's write end, then those the run is given, at the numbers the
 keeper had them) it forks a child that:
 - makes a session of its own (the keeper ends its group as it ends a launch's), puts the output on 1 and 2 and
@@ -29,7 +30,7 @@ child ends), and reaps them at the next request and before it ends, so the keepe
 after a zygote's run, is left no zombie. A run's SystemExit ends it with the code the interpreter gives (exit_code).
 What a child can reach of the zygote: no descriptor (closed), no PID (another PID namespace), no ptrace (seccomp),
 no signal (Landlock's scope, and the PID namespace). What the runs of one zygote share: the zygote's memory as it
-was after start-up (the standard library, pytest and check.py, imported), so the hash seed (str and bytes hashes,
+was after start-up (the standard library, check.py and, once a check was asked for, pytest, imported), so the hash seed (str and bytes hashes,
 set iteration order) is one per zygote, not one per run; nothing a run changes (modules, files it writes,
 processes) reaches the next, which is forked from the zygote again. A request (the seed's carries its run's token)
 is read into a buffer the zygote clears once the child has it, and only the child parses it: no later run finds an
@@ -58,6 +59,8 @@ import traceback
 HERE = os.path.dirname(os.path.abspath(__file__))
 REQUEST_BYTES = 1 << 20  # the largest request read (a policy and check.py's arguments)
 MOST_FDS = 8            # descriptors a request may carry
+PYTEST_PACKAGES = ("pytest", "_pytest", "pluggy")  # whose installed files changing must restart the zygote
+CHECKS, SCRIPT = b"C", b"S"  # a request's first byte: the gate's check program (it needs pytest), or a script
 SEEDS_IMPORTS = ["json", "re", "pathlib", "urllib.request"]  # the standard modules the genesis seed imports (a
 # third of its launch was importing them); a script imports anything else itself
 
@@ -74,21 +77,18 @@ def main(control):
     """Start up once, then serve candidates until the keeper closes its end."""
     channel = socket.socket(fileno=control)
     sandbox, check = load("sandbox"), load("check")
-    import pytest
-    from _pytest.config import default_plugins
-    for name in default_plugins:  # what pytest.main would import for each candidate
-        importlib.import_module(f"_pytest.{name}")
     for name in SEEDS_IMPORTS:
         importlib.import_module(name)
     watched = [os.path.join(HERE, f"{name}.py") for name in ("sandbox", "check", "preloaded")]
-    watched += [os.path.dirname(module.__file__) for module in (pytest, sys.modules["_pytest"], sys.modules["pluggy"])]
+    watched += [os.path.dirname(importlib.util.find_spec(name).origin) for name in PYTEST_PACKAGES]  # not imported
     channel.send(json.dumps({"watch": watched}).encode())
     sandbox.become_subreaper()  # what a child leaves outside its namespaces (its relay; its init, once it is killed)
-    gc.collect()                # is the zygote's to reap, never the keeper's, which no longer looks for it
-    gc.freeze()
+    settle()                    # is the zygote's to reap, never the keeper's, which no longer looks for it
     last, request = None, bytearray(REQUEST_BYTES)  # read into, and cleared once the child has it: the zygote parses
     while True:                                       # no request, and keeps no run's token for a later run to find
         size, fds = receive(channel, request)
+        if size and request[:1] == CHECKS and "pytest" not in sys.modules:
+            preload_pytest()
         if last:
             os.waitpid(last, 0)  # the previous candidate's zombie, kept until now
             last = None
@@ -100,13 +100,29 @@ def main(control):
             return
         pid = os.fork()
         if pid == 0:
-            candidate(channel, fds, request[:size], sandbox, check)
+            candidate(channel, fds, request[1:size], sandbox, check)
         request[:size] = bytes(size)
         for fd in fds:
             os.close(fd)
         channel.send(f"started {pid}".encode())
         channel.send(f"ended {pid} {wait(pid, channel)}".encode())
         last = pid
+
+
+def preload_pytest():
+    """pytest and every plugin pytest.main would import for each candidate, imported once, at the first check: a
+    keeper whose runs end before the gate (a crash, a hang, a refused answer) never pays for them."""
+    import pytest  # noqa: F401 (kept in sys.modules for every later child)
+    from _pytest.config import default_plugins
+    for name in default_plugins:
+        importlib.import_module(f"_pytest.{name}")
+    settle()
+
+
+def settle():
+    """What the zygote holds now, frozen out of the garbage collector's reach: no child copies it by collecting."""
+    gc.collect()
+    gc.freeze()
 
 
 def receive(channel, buffer):

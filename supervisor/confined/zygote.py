@@ -7,8 +7,8 @@ a fresh interpreter.
 Every candidate's checks used to start two interpreters (the launcher, then `python -P check.py`) and import pytest
 again: about 400 ms of CPU of an iteration's 600; the seed's run two more, a third of them importing urllib's
 ssl. The zygote is an interpreter started by exec (never forked from the keeper, which has threads and the key in
-memory), in START, with a run's environment without a run's settings, that has imported pytest, check.py and the
-seed's standard modules once; it forks one child per run, which closes every descriptor but its own, takes the
+memory), in START, with a run's environment without a run's settings, that has imported check.py and the seed's
+standard modules once (and pytest at the first check); it forks one child per run, which closes every descriptor but its own, takes the
 run's environment, confines itself with sandbox.prepare (the same namespaces, relay, Landlock rules and seccomp
 filter as a launch, in the same order) and only then reads the model's code (see preloaded.py for what the runs of
 one zygote share).
@@ -38,9 +38,10 @@ from .terrarium import CODEBASE_LAST, clean_env, launched
 
 PRELOADED = Path(__file__).with_name("preloaded.py")
 CHECK = Path(__file__).with_name("check.py")
-STARTUP_SECONDS = 60    # the longest the zygote may take to start (pytest imported on a loaded machine)
+STARTUP_SECONDS = 60    # the longest the zygote may take to start, or to import pytest (on a loaded machine)
 ANSWER_SECONDS = 10     # the longest it may take to fork a candidate
 REQUEST_BYTES = 1 << 20  # as preloaded.py reads at most
+CHECKS, SCRIPT = b"C", b"S"  # a request's first byte, as preloaded.py reads it
 current = None          # the running Zygote, or None
 refused = []            # why the zygote could not be used, once told
 
@@ -49,7 +50,7 @@ class Zygote:
     """One preloaded process: started by exec, talked to over a SOCK_SEQPACKET socket pair."""
 
     def __init__(self, env):
-        self.env, self.served = dict(env), 0
+        self.env, self.served, self.checked = dict(env), 0, False
         self.channel, far = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.channel.set_inheritable(False)
         self.process = subprocess.Popen([sys.executable, "-P", str(PRELOADED), str(far.fileno())], cwd=sandbox.START,
@@ -80,12 +81,13 @@ class Zygote:
         given pass_fds at their numbers."""
         out, write_end = os.pipe()
         request = json.dumps({**run, "policy": rules, "folder": os.fspath(cwd), "env": env, "fds": list(pass_fds)})
-        try:
-            socket.send_fds(self.channel, [request.encode()], [write_end, *pass_fds])
+        kind, first = (CHECKS, not self.checked) if "check" in run else (SCRIPT, False)  # the first check: pytest
+        try:                                                                              # is imported before it
+            socket.send_fds(self.channel, [kind + request.encode()], [write_end, *pass_fds])
         finally:
             os.close(write_end)
-        self.served += 1
-        word, pid = self.answer(ANSWER_SECONDS).split()
+        self.served, self.checked = self.served + 1, self.checked or first
+        word, pid = self.answer(STARTUP_SECONDS if first else ANSWER_SECONDS).split()
         return Candidate(self, int(pid), os.fdopen(out, "rb"))
 
     def close(self):

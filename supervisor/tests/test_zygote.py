@@ -305,3 +305,44 @@ def test_a_script_forked_by_the_zygote_runs_as_a_launched_one_confined_with_its_
         assert "told on stderr" in result["output"]
     for result in (forked_unflushed, launched_unflushed):  # PYTHONUNBUFFERED: each line is the keeper's at once
         assert result["code"] == 3 and result["output"] == "EARLY\n"
+
+
+PRELOADS = r'''import json, os, sys
+sys.path.insert(0, sys.argv[1])
+from supervisor.confined import gate, terrarium, zygote
+from supervisor.store import snapshots
+
+HELD = "import sys\nprint(sorted({'pytest', '_pytest.python', 'urllib.request'} & set(sys.modules)))\n"
+
+
+def held():
+    """What the zygote had imported when it forked a script: the script's sys.modules before it imports anything."""
+    terrarium.WORK.mkdir(parents=True, exist_ok=True)
+    terrarium.SCRATCH.mkdir(parents=True, exist_ok=True)
+    (terrarium.WORK / "held.py").write_text(HELD)
+    code, output = terrarium.run_bounded(terrarium.python("held.py"), terrarium.clean_env(), 60, terrarium.policy(),
+                                         start=zygote.start)
+    return output.strip(), zygote.current and zygote.current.process.pid
+
+
+before = held()
+verdict = gate.run_checks({rel: snapshots.store_object(text.encode()) for rel, text in json.loads(sys.argv[2]).items()},
+                          False)
+print(json.dumps({"before": before, "failure": verdict.failure and verdict.failure.value, "after": held()}))
+'''
+
+
+def test_the_zygote_imports_pytest_at_its_first_check_never_for_runs_that_need_none(workspace, tmp_path):
+    """A keeper whose seed crashes, hangs or is refused never reaches the gate: its zygote must not pay pytest's
+    imports (about 150 ms of CPU for each keeper start). The first check has them imported, and every run forked
+    after it finds them there; the one zygote serves both."""
+    (tmp_path / "driver.py").write_text(PRELOADS)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SEED_")}
+    done = subprocess.run([sys.executable, str(tmp_path / "driver.py"), str(workspace), json.dumps(CALC)],
+                          cwd=workspace, env={**env, "SEED_ZYGOTE": "5"}, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen["failure"] is None
+    assert seen["before"][0] == "['urllib.request']"
+    assert seen["after"][0] == "['_pytest.python', 'pytest', 'urllib.request']"
+    assert seen["before"][1] and seen["before"][1] == seen["after"][1]
