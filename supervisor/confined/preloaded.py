@@ -112,9 +112,8 @@ def main(control):
 def preload_pytest():
     """pytest and every plugin pytest.main would import for each candidate, imported once, at the first check: a
     keeper whose runs end before the gate (a crash, a hang, a refused answer) never pays for them."""
-    import pytest  # noqa: F401 (kept in sys.modules for every later child)
-    from _pytest.config import default_plugins
-    for name in default_plugins:
+    importlib.import_module("pytest")
+    for name in importlib.import_module("_pytest.config").default_plugins:
         importlib.import_module(f"_pytest.{name}")
     settle()
 
