@@ -191,20 +191,10 @@ def fresh_workspace(root):
             shutil.copy2(REPO / rel, root / rel)
     for rel, pyc in BYTECODE:
         (root / rel).parent.joinpath("__pycache__").mkdir(exist_ok=True)
-        share(pyc, (root / rel).parent / "__pycache__" / pyc.name)
+        shutil.copy2(pyc, (root / rel).parent / "__pycache__" / pyc.name)
     for rel, text in STEERING.items():
         (root / rel).write_text(text)
     return root
-
-
-def share(pyc, to):
-    """The compiled module, linked rather than copied (half of a workspace's bytes; a suite writes hundreds):
-    Python never writes bytecode in place (it writes a new file and renames it over), so nothing a test or a
-    keeper does in the workspace can change this one's. Copied where the two folders are not on one disk."""
-    try:
-        os.link(pyc, to)
-    except OSError:
-        shutil.copy2(pyc, to)
 
 
 @functools.cache

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import fake_gemini as api
-from conftest import WITHOUT_NAMESPACES, load_keeper, run_seed
+from conftest import BYTECODE, PRODUCT_FILES, REPO, WITHOUT_NAMESPACES, load_keeper, run_seed
 from test_fallback import evolved_seed, fallback_process, outcomes, run_fallback, wait_for
 
 sandbox = load_keeper("sandbox")
@@ -70,6 +70,21 @@ def test_the_keepers_own_tests_run_the_current_seed_confined(workspace, env, gem
     done = run_seed(workspace, env)
     assert done.stdout.count("refused:") == 2 and "GEMINI_API_KEY" not in done.stdout, done.stdout + done.stderr
     assert not (tmp_path / "written").exists()
+
+
+def test_what_the_current_seed_writes_in_its_workspace_never_reaches_the_projects_own_files(workspace, env, gemini):
+    """The seed may write its whole workspace, the keeper's copy in it too: those must be copies. The attack, which
+    got through when the workspaces linked the keeper's bytecode to the project's (same inode: a write in place,
+    header kept, is bytecode the next test's keeper runs as the person): every keeper file, rewritten in place."""
+    ours = {path: path.read_bytes() for _, path in BYTECODE} | {REPO / rel: (REPO / rel).read_bytes()
+                                                                 for rel in PRODUCT_FILES if (REPO / rel).is_file()}
+    (workspace / "seed.py").write_text(
+        "import pathlib\nrewritten = 0\nfor path in pathlib.Path('.').rglob('*'):\n"
+        "    if path.is_file() and path.parts[0] != '.seed':\n        with open(path, 'r+b') as file:\n            file.seek(0, 2)\n"
+        "            file.write(b'# the seed was here')\n        rewritten += 1\nprint('rewritten', rewritten)\n")
+    done = run_seed(workspace, env)
+    assert int(done.stdout.split()[-1]) >= len(ours), done.stdout + done.stderr
+    assert [str(path) for path, data in ours.items() if path.read_bytes() != data] == []
 
 
 def test_no_variable_of_the_users_shell_reaches_the_seed_or_the_gate(workspace, env, gemini):
