@@ -67,8 +67,9 @@ class Zygote:
         if not select.select([self.channel], [], [], seconds)[0]:
             raise OSError("the zygote did not answer in time")
         data = self.channel.recv(REQUEST_BYTES)
-        if not data:
-            raise OSError(f"the zygote ended: {self.process.stderr.read(2000).decode(errors='replace').strip()}")
+        if not data:  # what it said last (an error's own line, after its traceback)
+            said = self.process.stderr.read(REQUEST_BYTES).decode(errors="replace").strip().splitlines()
+            raise OSError(f"the zygote ended: {said[-1].strip()[:300] if said else 'it said nothing'}")
         return data
 
     def fresh(self, env):

@@ -346,3 +346,20 @@ def test_the_zygote_imports_pytest_at_its_first_check_never_for_runs_that_need_n
     assert seen["before"][0] == "['urllib.request']"
     assert seen["after"][0] == "['_pytest.python', 'pytest', 'urllib.request']"
     assert seen["before"][1] and seen["before"][1] == seen["after"][1]
+
+
+def test_a_zygote_that_fails_is_told_in_one_line_naming_its_error_and_each_check_is_launched(workspace, tmp_path):
+    """Its error is the last line of a long traceback (a broken pytest plugin gives twenty lines): the one line told
+    names the error itself, never a traceback cut at some length, and the checks are judged all the same."""
+    preloaded = workspace / "supervisor" / "confined" / "preloaded.py"
+    preloaded.write_text("def deep(n):\n    return deep(n - 1) if n else 1 / 0\n\n\ndeep(40)\n" + preloaded.read_text())
+    (tmp_path / "driver.py").write_text(DRIVER)
+    (tmp_path / "steps.json").write_text(json.dumps([CALC, CALC]))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SEED_")}
+    done = subprocess.run([sys.executable, str(tmp_path / "driver.py"), str(workspace), str(tmp_path / "steps.json")],
+                          cwd=workspace, env={"LEFT_MARK": uuid.uuid4().hex, **env, "SEED_ZYGOTE": "5"},
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr
+    assert [json.loads(line)["failure"] for line in done.stdout.splitlines()] == [None, None]
+    assert done.stderr == "the preloaded process cannot be used (the zygote ended: ZeroDivisionError: division by " \
+                          "zero): each run starts its own interpreters\n"
