@@ -7,7 +7,6 @@ import functools
 import importlib
 import importlib.util
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -184,17 +183,27 @@ def workspace(tmp_path):
 
 def fresh_workspace(root):
     """A fresh clone's workspace in root: seed.py and the modules it imports from this folder, the product's
-    files, and fixed steering texts (without the project's own tests, to keep the gate fast)."""
-    for rel in PRODUCT_FILES + list(seed_and_its_modules()):
-        if (REPO / rel).is_file():
+    files, and fixed steering texts (without the project's own tests, to keep the gate fast). Each file is a copy
+    of its own (never a link: the seed the tests run writes its workspace), written from this session's memory."""
+    made = set()
+    for rel, data, modified in workspace_files():
+        if (root / rel).parent not in made:
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / rel, root / rel)
-    for rel, pyc in BYTECODE:
-        (root / rel).parent.joinpath("__pycache__").mkdir(exist_ok=True)
-        shutil.copy2(pyc, (root / rel).parent / "__pycache__" / pyc.name)
+            made.add((root / rel).parent)
+        (root / rel).write_bytes(data)
+        os.utime(root / rel, ns=(modified, modified))  # a source's time is what its bytecode is valid for
     for rel, text in STEERING.items():
         (root / rel).write_text(text)
     return root
+
+
+@functools.cache
+def workspace_files():
+    """What a workspace is given, read once: (its path there, its bytes, its time) for the product's files, seed.py
+    and its modules, and the keeper's bytecode."""
+    given = [(rel, REPO / rel) for rel in PRODUCT_FILES + list(seed_and_its_modules()) if (REPO / rel).is_file()]
+    given += [(Path(rel).parent.joinpath("__pycache__", pyc.name).as_posix(), pyc) for rel, pyc in BYTECODE]
+    return tuple((rel, path.read_bytes(), path.stat().st_mtime_ns) for rel, path in given)
 
 
 @functools.cache
