@@ -859,7 +859,7 @@ def stopped_by_ctrl_c_when(root, env, ready):
     keeper = subprocess.Popen([sys.executable, "fallback.py", "--delay", "0"], cwd=root, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        wait_for(ready)
+        wait_for(ready, 60)  # a keeper's start, the seed's run and the gate's, on a loaded machine (20 s ran out once)
         keeper.send_signal(signal.SIGINT)
         out, err = keeper.communicate(timeout=20)
     finally:
