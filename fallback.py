@@ -36,9 +36,12 @@ INTERRUPTED = "interrupted: nothing is half done that the next start does not fi
 
 
 def stopped_while_loading(*_):
-    """Ctrl+C while the keeper loads, before main() (which says the same on a KeyboardInterrupt): not a traceback."""
+    """Ctrl+C while the keeper loads, before main() (which says the same on a KeyboardInterrupt): not a traceback.
+    It ends the process at once (os._exit): nothing is open yet, and a SystemExit raised where the interpreter
+    ignores exceptions (a callback of the import system's locks, as a module loads) was lost, and the keeper went
+    on into its loop after saying it had stopped."""
     print(INTERRUPTED, flush=True)
-    sys.exit(130)
+    os._exit(130)
 
 
 if __name__ == "__main__":  # from here on: loading the keeper takes a moment a person may press Ctrl+C in

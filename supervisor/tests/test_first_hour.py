@@ -486,11 +486,37 @@ def test_ctrl_c_at_any_moment_of_the_start_says_no_traceback(workspace, env):
     for delay in (0.2, 0.35, 0.5, 0.8, 1.2):  # loading the keeper (after runpy compiled it), its record, the loop
         keeper = subprocess.Popen([sys.executable, "-c", started], cwd=workspace, env=env, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True)  # forever: offline, it asks, then waits
-        assert keeper.stderr.readline() == "up\n"
-        time.sleep(delay)
-        keeper.send_signal(signal.SIGINT)  # as Ctrl+C
-        out, err = keeper.communicate(timeout=60)
+        try:
+            assert keeper.stderr.readline() == "up\n"
+            time.sleep(delay)
+            keeper.send_signal(signal.SIGINT)  # as Ctrl+C
+            out, err = keeper.communicate(timeout=60)
+        finally:  # a keeper that went on (the Ctrl+C lost) is not left to the next test
+            keeper.kill()
+            keeper.wait()
         assert keeper.returncode == 130 and "Traceback" not in err, (delay, err, out)
+
+
+def test_ctrl_c_where_the_interpreter_ignores_exceptions_still_stops_the_start(workspace, env):
+    """The attack on the moment above: Ctrl+C lands in code whose exceptions Python prints as ignored (a weakref's
+    callback, as the import system's module locks run while modules load). A SystemExit raised there was lost, and
+    the keeper went on into its loop after saying it had stopped; it must end there, with 130."""
+    env["GEMINI_API_BASE"] = "http://127.0.0.1:9"
+    envfile = workspace / "supervisor" / "envfile.py"  # a room loaded before the loop: a callback is run as it loads
+    envfile.write_text("import sys as _sys, time as _time, weakref as _weakref\n_held = type('Held', (), {})()\n"
+                       "_ref = _weakref.ref(_held, lambda _: (print('in a callback', file=_sys.stderr, flush=True), "
+                       "_time.sleep(5)))\ndel _held\n" + envfile.read_text())
+    keeper = subprocess.Popen([sys.executable, "fallback.py"], cwd=workspace, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        assert keeper.stderr.readline() == "in a callback\n"
+        keeper.send_signal(signal.SIGINT)
+        out, err = keeper.communicate(timeout=30)
+    finally:
+        keeper.kill()
+        keeper.wait()
+    assert keeper.returncode == 130 and "Traceback" not in err, (err, out)
+    assert out == "interrupted: nothing is half done that the next start does not finish\n"
 
 
 # --- the third pass: the goal given for a run, a read-only folder, --status's totals -------------------
