@@ -1,18 +1,18 @@
 """preloaded: the zygote, a process that has imported the gate's check program, the standard modules the seed imports
-and (at the first check) pytest once, and forks one child per run (a candidate's checks, or the seed's run), which confines itself as
-a launch does and only then reads the model's code (zygote.py starts it and talks to it).
+and (at the first check) pytest once, and forks one child per run (a candidate's checks, or the seed's run), which
+confines itself as a launch does and only then reads the model's code (zygote.py starts it and talks to it).
 
     python -P preloaded.py CONTROL       # CONTROL: its end of a SOCK_SEQPACKET pair with the keeper
 
 It is started by exec, in START ("/"), with a run's environment without a run's settings (terrarium.clean_env():
 never the keeper's, no key and no run's token is in its memory) and -P: nothing of the model's is on its path or
-read while it starts. It loads sandbox.py and check.py by their paths beside it, imports SEEDS_IMPORTS, freezes
-what it holds out of the garbage collector's reach (gc.freeze: no child copies it by collecting), tells the keeper
-the files whose change must restart it, and waits. The first request for a check (its first byte says which kind
-it is) has it import pytest and every plugin pytest loads by default, frozen too, before it forks: a keeper whose
-runs all end before the gate never imports them. For each request (what to run: check.py's arguments, or a script as terrarium.python starts it; the policy, the folder, the
-run's environment, and the descriptors: the output's write end, then those the run is given, at the numbers the
-keeper had them) it forks a child that:
+read while it starts. It loads sandbox.py and check.py by their paths beside it, imports SEEDS_IMPORTS, freezes what
+it holds out of the garbage collector's reach (gc.freeze: no child copies it by collecting), tells the keeper the
+files whose change must restart it, and waits. The first request for a check (its first byte says which kind it is)
+has it import pytest and every plugin pytest loads by default, frozen too, before it forks: a keeper whose runs all
+end before the gate never imports them. For each request (what to run: check.py's arguments, or a script as
+terrarium.python starts it; the policy, the folder, the run's environment, and the descriptors: the output's write
+end, then those the run is given, at the numbers the keeper had them) it forks a child that:
 - makes a session of its own (the keeper ends its group as it ends a launch's), puts the output on 1 and 2 and
   /dev/null on 0, moves the given descriptors to their numbers, and closes every other (the control socket too);
 - takes the run's environment as its own (and with PYTHONUNBUFFERED, unbuffered output, as -u gives);
@@ -30,12 +30,12 @@ child ends), and reaps them at the next request and before it ends, so the keepe
 after a zygote's run, is left no zombie. A run's SystemExit ends it with the code the interpreter gives (exit_code).
 What a child can reach of the zygote: no descriptor (closed), no PID (another PID namespace), no ptrace (seccomp),
 no signal (Landlock's scope, and the PID namespace). What the runs of one zygote share: the zygote's memory as it
-was after start-up (the standard library, check.py and, once a check was asked for, pytest, imported), so the hash seed (str and bytes hashes,
-set iteration order) is one per zygote, not one per run; nothing a run changes (modules, files it writes,
-processes) reaches the next, which is forked from the zygote again. A request (the seed's carries its run's token)
-is read into a buffer the zygote clears once the child has it, and only the child parses it: no later run finds an
-earlier run's token in the memory it is forked with. When the keeper goes, its end of the socket closes: the zygote
-kills the running child's group and ends.
+was after start-up (the standard library, check.py and, once a check was asked for, pytest, imported), so the hash
+seed (str and bytes hashes, set iteration order) is one per zygote, not one per run; nothing a run changes (modules,
+files it writes, processes) reaches the next, which is forked from the zygote again. A request (the seed's carries
+its run's token) is read into a buffer the zygote clears once the child has it, and only the child parses it: no
+later run finds an earlier run's token in the memory it is forked with. When the keeper goes, its end of the socket
+closes: the zygote kills the running child's group and ends.
 """
 import array
 import atexit

@@ -5,13 +5,13 @@ a fresh interpreter.
     terrarium.run_bounded(command, env, timeout, rules, cwd=..., pass_fds=..., start=start)   # gate, iteration
 
 Every candidate's checks used to start two interpreters (the launcher, then `python -P check.py`) and import pytest
-again: about 400 ms of CPU of an iteration's 600; the seed's run two more, a third of them importing urllib's
-ssl. The zygote is an interpreter started by exec (never forked from the keeper, which has threads and the key in
+again: about 400 ms of CPU of an iteration's 600; the seed's run two more, a third of them importing urllib's ssl.
+The zygote is an interpreter started by exec (never forked from the keeper, which has threads and the key in
 memory), in START, with a run's environment without a run's settings, that has imported check.py and the seed's
-standard modules once (and pytest at the first check); it forks one child per run, which closes every descriptor but its own, takes the
-run's environment, confines itself with sandbox.prepare (the same namespaces, relay, Landlock rules and seccomp
-filter as a launch, in the same order) and only then reads the model's code (see preloaded.py for what the runs of
-one zygote share).
+standard modules once (and pytest at the first check); it forks one child per run, which closes every descriptor but
+its own, takes the run's environment, confines itself with sandbox.prepare (the same namespaces, relay, Landlock
+rules and seccomp filter as a launch, in the same order) and only then reads the model's code (see preloaded.py for
+what the runs of one zygote share).
 
 It is used where a launch would make namespaces of its own (rules["isolate"]: Linux with user namespaces) and the
 command is check.py's or a script's as terrarium.python starts it (what_runs); everywhere else (macOS, where

@@ -80,8 +80,9 @@ def test_what_the_current_seed_writes_in_its_workspace_never_reaches_the_project
                                                                  for rel in PRODUCT_FILES if (REPO / rel).is_file()}
     (workspace / "seed.py").write_text(
         "import pathlib\nrewritten = 0\nfor path in pathlib.Path('.').rglob('*'):\n"
-        "    if path.is_file() and path.parts[0] != '.seed':\n        with open(path, 'r+b') as file:\n            file.seek(0, 2)\n"
-        "            file.write(b'# the seed was here')\n        rewritten += 1\nprint('rewritten', rewritten)\n")
+        "    if path.is_file() and path.parts[0] != '.seed':\n        with open(path, 'r+b') as file:\n"
+        "            file.seek(0, 2)\n            file.write(b'# the seed was here')\n        rewritten += 1\n"
+        "print('rewritten', rewritten)\n")
     done = run_seed(workspace, env)
     assert int(done.stdout.split()[-1]) >= len(ours), done.stdout + done.stderr
     assert [str(path) for path, data in ours.items() if path.read_bytes() != data] == []
