@@ -427,10 +427,12 @@ def test_a_run_that_moved_away_is_ended_at_the_next_start_after_the_keeper_was_k
     keeper = subprocess.Popen([sys.executable, "fallback.py", "--iterations", "1"], cwd=keyed, env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     marker = keyed / "backups" / "running.json"
-    wait_for(lambda: marker.exists() and moved(json.loads(marker.read_text())["pid"]))
-    leader = json.loads(marker.read_text())["pid"]
-    keeper.kill()
-    keeper.wait()
+    try:
+        wait_for(lambda: marker.exists() and moved(json.loads(marker.read_text())["pid"]))
+        leader = json.loads(marker.read_text())["pid"]
+    finally:
+        keeper.kill()
+        keeper.wait()
     assert group(leader)  # the run lives on, in /, after its keeper's kill -9
     (keyed / "seed.py").write_text((REPO / "seed.py").read_text())
     gemini.reply(api.answer([("other.py", "x = 2\n")]))

@@ -1154,9 +1154,13 @@ def test_a_persons_edit_during_a_wait_for_the_world_is_never_walked_back(workspa
     env["SEED_MEMORY_MB"] = "1"
     keeper = subprocess.Popen([sys.executable, "fallback.py", "--delay", "0", "--iterations", "2"], cwd=workspace,
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    wait_for(lambda: len(outcomes(workspace)) == 3, seconds=60)  # the first wait for the world has begun
-    (workspace / "c.py").write_text("c = 'a person fixing things'\n")
-    out, err = keeper.communicate(timeout=120)
+    try:
+        wait_for(lambda: len(outcomes(workspace)) == 3, seconds=60)  # the first wait for the world has begun
+        (workspace / "c.py").write_text("c = 'a person fixing things'\n")
+        out, err = keeper.communicate(timeout=120)
+    finally:  # never left running to the next test
+        keeper.kill()
+        keeper.wait()
     assert keeper.returncode == 0 and "Traceback" not in err, err
     assert [o.split(" until")[0] for o in outcomes(workspace)[2:]] == ["waiting", "waiting"]
     assert (workspace / "c.py").exists() and (workspace / "a.py").exists()

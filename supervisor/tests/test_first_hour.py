@@ -220,7 +220,11 @@ def test_status_read_by_head_exits_0(workspace, env, buffered):
         reader = subprocess.Popen([sys.executable, "fallback.py", "--status"], cwd=workspace, env=env,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         reader.stdout.close()
-        assert reader.wait(timeout=60) == 0 and reader.stderr.read() == b""
+        try:
+            assert reader.wait(timeout=60) == 0 and reader.stderr.read() == b""
+        finally:  # never left running to the next test
+            reader.kill()
+            reader.wait()
     piped = subprocess.run("python fallback.py --status | head -1", shell=True, cwd=workspace, env=env,
                            capture_output=True, text=True, executable="/bin/bash")
     assert piped.stdout == "keeper: not running\n"
@@ -375,9 +379,13 @@ def test_ctrl_c_during_the_demo_ends_cleanly_naming_its_copy_and_old_copies_are_
     (tmp_path / "seed-demo-not-ours").mkdir()  # no mark: not the demo's to take away
     demo = subprocess.Popen([sys.executable, "fallback.py", "--demo"], cwd=clone, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, process_group=0)
-    wait_for(lambda: list(tmp_path.glob("seed-demo-*/workspace/iteration_log.md")), seconds=60)
-    os.killpg(demo.pid, signal.SIGINT)  # as Ctrl+C in its terminal: the whole foreground group
-    out, err = demo.communicate(timeout=60)
+    try:
+        wait_for(lambda: list(tmp_path.glob("seed-demo-*/workspace/iteration_log.md")), seconds=60)
+        os.killpg(demo.pid, signal.SIGINT)  # as Ctrl+C in its terminal: the whole foreground group
+        out, err = demo.communicate(timeout=60)
+    finally:  # never left running to the next test
+        demo.kill()
+        demo.wait()
     assert demo.returncode == 130 and "Traceback" not in err and "KeyboardInterrupt" not in err, err
     assert "The demo's copy is " in out and "interrupted" in out
     assert [folder.exists() for folder in old] == [False, False, True, True] and (tmp_path / "seed-demo-not-ours").exists()
