@@ -3,7 +3,8 @@ fresh workspace, driven candidate after candidate, each candidate's tests the at
 Each property beside its attack: a forked candidate is confined as a launched one; nothing of an earlier candidate
 (a module, a file, a variable, a process) reaches the next; no descriptor of the zygote's, no signal or ptrace to it;
 the zygote started anew after SEED_ZYGOTE candidates, when its files change, when it dies; a candidate that runs
-out of time is ended with all it started; without namespaces, the launch by exec."""
+out of time is ended with all it started; without namespaces, the launch by exec; pytest imported at the first
+check only; a zygote that fails told in one line naming its error, and each check launched."""
 import json
 import os
 import socket
