@@ -60,7 +60,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REQUEST_BYTES = 1 << 20  # the largest request read (a policy and check.py's arguments)
 MOST_FDS = 8            # descriptors a request may carry
 PYTEST_PACKAGES = ("pytest", "_pytest", "pluggy")  # whose installed files changing must restart the zygote
-CHECKS, SCRIPT = b"C", b"S"  # a request's first byte: the gate's check program (it needs pytest), or a script
+CHECKS = b"C"  # a request's first byte for the gate's check program, which needs pytest (a script's is b"S")
 SEEDS_IMPORTS = ["json", "re", "pathlib", "urllib.request"]  # the standard modules the genesis seed imports (a
 # third of its launch was importing them); a script imports anything else itself
 
