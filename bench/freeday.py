@@ -24,7 +24,7 @@ day spent (for midnight Pacific): then Ctrl+C, as a person would. It is stopped 
 its last 30 iterations neither asked the model nor waited. Per model: requests available, used (received by
 the fake), answered, landed (the log's landed iterations); the waste by reason (the fake's verdict on each
 request it received; answers thrown away, with the ledger's reasons), cross-checked with the ledger
-backups/usage.json and the log; the iterations a real day implies, as landed x scale, and as what 24 hours
+(the record's requests) and the log; the iterations a real day implies, as landed x scale, and as what 24 hours
 hold at the pace seen (Gemma's 16,000 tokens a minute take about one full prompt a minute).
 Also: the genesis prompt (one iteration in a fresh clone's workspace: seed.py and the starter goal) and the
 seed's share of it (characters of seed.py in the request the fake received over all the characters of its
@@ -34,12 +34,14 @@ for each, in a small workspace, with the keeper's gate.gate wrapped in a timer (
 iteration: the compile check, and the child that imports the modules and runs pytest).
 """
 import argparse
+import contextlib
 import json
 import math
 import os
 import re
 import shutil
 import signal
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -429,15 +431,17 @@ def new_log(root, before):
 
 
 def read_ledger(root):
-    """The ledger's counts per model, summed over the Pacific days the run spanned."""
-    path = root / "backups" / "usage.json"
-    ledger = json.loads(path.read_text()) if path.exists() else {}
+    """The ledger's counts per model (the record's requests), summed over the Pacific days the run spanned."""
     totals = defaultdict(lambda: {"requests": 0, "kinds": Counter(), "wasted": Counter()})
-    for day in ledger.values():
-        for model, use in day.items():
-            totals[model]["requests"] += use.get("requests", 0)
-            totals[model]["kinds"].update(use.get("kinds", {}))
-            totals[model]["wasted"].update(use.get("wasted", {}))
+    path = root / "backups" / "record.sqlite"
+    with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) if path.exists() else \
+            contextlib.nullcontext() as db:
+        for model, kind, wasted, count in db.execute("SELECT model, kind, wasted, count(*) FROM requests GROUP BY "
+                                                     "model, kind, wasted") if db else ():
+            totals[model]["requests"] += count
+            totals[model]["kinds"][kind] += count
+            if wasted:
+                totals[model]["wasted"][wasted] += count
     return totals
 
 
@@ -611,7 +615,7 @@ def show_waste(rows):
 
 
 def show_cross_checks(day, rows):
-    print("\ncross-checks (the fake / the ledger backups/usage.json / the log):")
+    print("\ncross-checks (the fake / the ledger, the record's requests / the log):")
     for model, row in rows.items():
         ledger = row["ledger"]
         print(f"  {model}: requests {row['used']} / {ledger['requests']}{mismatch(row['used'], ledger['requests'])}; "

@@ -19,10 +19,11 @@ folder it stands in once confined). Prints, per size: iterations, landed, wall t
 per hour; the median iteration as the log has it ("; X.X s"); the median cycle (a seed run's start to the
 next's) split into the seed run (and its part until its request reached the fake), the gate child, and the
 keeper's own work in its process. Last, that no request reached anything but the fake (a trap listens at
-GEMINI_API_BASE and as the HTTP(S) proxy, loopback excepted) and that the ledger, backups/usage.json, and the
+GEMINI_API_BASE and as the HTTP(S) proxy, loopback excepted) and that the ledger (the record's requests) and the
 log counted every request the fake answered. Asserts nothing.
 """
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -30,6 +31,7 @@ import platform
 import re
 import shutil
 import socketserver
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -281,9 +283,9 @@ def read_sections(root):
 
 
 def ledger_requests(root):
-    """The requests backups/usage.json books for the model, over every day."""
-    ledger = json.loads((root / "backups" / "usage.json").read_text())
-    return sum(day.get(QWEN, {}).get("requests", 0) for day in ledger.values())
+    """The requests the record books for the model, over every day."""
+    with contextlib.closing(sqlite3.connect(f"file:{root / 'backups' / 'record.sqlite'}?mode=ro", uri=True)) as db:
+        return db.execute("SELECT count(*) FROM requests WHERE model = ?", (QWEN,)).fetchone()[0]
 
 
 # --- the figures -------------------------------------------------------------------------------------
@@ -388,7 +390,7 @@ def show_requests(root, server, trap):
           f"{len(server.requests) - chats} others ({', '.join(paths)}); the trap (GEMINI_API_BASE, HTTP(S)_PROXY) "
           f"got {len(trap.seen)}{': ' + '; '.join(trap.seen[:3]) if trap.seen else ''}")
     verdict = "all counted" if ledger == logged == chats else "MISCOUNTED"
-    print(f"  counted: the ledger (backups/usage.json) {ledger}, the log {logged}, the fake {chats}: {verdict}")
+    print(f"  counted: the ledger (the record's requests) {ledger}, the log {logged}, the fake {chats}: {verdict}")
 
 
 def installed_plugins():

@@ -143,7 +143,7 @@ def run_iteration(number, index, timeout, memory, gateway, confinement=""):
         UNDER_WAY.unlink(missing_ok=True)
     result = replace(result, confinement=confinement, refusals=refusals(output), budget=plan["budget"])
     if run.said["answered"] and result.outcome is not Outcome.LANDED:
-        result = replace(result, waste=waste_of(result))  # kept with the row's requests: usage.json is made from it
+        result = replace(result, waste=waste_of(result))  # kept with the row's requests
     repeated = False
     if result.outcome is Outcome.LANDED or isinstance(result.failure, Failure) and run.said["answered"]:
         repeated = memory.recall(*mendable(run, result))

@@ -6,27 +6,21 @@
 A keeper killed with kill -9 (or stopped by a full disk) may leave: a child still running, a restore under way, a
 landing half copied, a landing whose row was not written, an iteration cut short (its changes are kept, the
 codebase put back), rows in the record that the log does not show yet. recover() finishes or undoes each. Every
-row written holds, besides its own requests, those the gateway booked as they left that the record lacks (an
-iteration cut short before its row): every request that may have reached a model is in the record.
+row written holds, besides its own requests, those the gateway booked as they left that no row holds (an
+iteration cut short before its row): every request is in the record from the moment it leaves.
 """
 from .store import journal, record as book, snapshots as snap
 from .confined import terrarium
 from .events import tell
 from .kinds import Outcome, Result
-from .store.ledger import Books
-from .settings import LOG, ROOT, SETTLING, UNDER_WAY, USAGE, load_json
+from .settings import LOG, ROOT, SETTLING, UNDER_WAY, load_json
 
 
 def write_iteration(row, result):
     """Write the iteration into the record with its requests (one transaction: a landing and its row go together),
-    and those booked that the record lacks (the row counts them: `row` is updated), then usage.json from the record
-    (the one count of requests), then its section of iteration_log.md, rendered from the row."""
-    books, calls = Books(USAGE.parent), result.said.get("calls") or []
-    lacking = books.unrecorded(book.ledger(ROOT), calls)
-    if lacking:
-        row.update(requests=(row["requests"] or 0) + len(lacking), model=row["model"] or lacking[-1]["model"])
-    book.writer().write(row, lacking + calls, result.waste)
-    books.derive(book.ledger(ROOT))
+    and those cut short that no row holds (the row counts them: `row` is updated), then its section of
+    iteration_log.md, rendered from the row."""
+    book.writer().write(row, result.said.get("calls") or [], result.waste)
     SETTLING.unlink(missing_ok=True)
     journal.log_iteration(row)
 

@@ -67,7 +67,6 @@ RESTORING = BACKUPS / "restoring.json"  # exists only while a restore is under w
 RUNNING = BACKUPS / "running.json"      # exists only while a child runs: what a killed supervisor left behind
 UNDER_WAY = BACKUPS / "iteration.json"  # exists from the seed's start to the verdict: an iteration to undo
 LOCK = BACKUPS / "supervisor.lock"
-USAGE = BACKUPS / "usage.json"          # the gateway's ledger: requests, tokens and waste per Pacific day and model
 QUOTA = BACKUPS / "quota.json"          # the gateway's memory: spent or gone models, each model's last minute
 WORK = ROOT / ".seed" / "work"          # the working copy, where the model's code runs (see terrarium.py)
 SCRATCH = ROOT / ".seed" / "tmp"        # its private temporary folder, emptied before each run

@@ -20,7 +20,8 @@ the request into its server's and the answer or error into an outcomes.Kind, whi
   time limit never pays for pacing, and grows by any wait of a retry (`waited`).
 - What can succeed is retried: a server busy or out of reach with backoff, a per-minute limit after its delay,
   a refused feature once without it; every wait is said on the console. A run may make `requests_per_run`.
-Its files under `state`: usage.json and quota.json (ledger.py), models.json (models.py).
+Its files under `state`: record.sqlite (each request booked there as it leaves: record.Sent), quota.json
+(ledger.py), models.json (models.py).
 """
 import copy
 import hmac
@@ -40,6 +41,7 @@ from .. import names, scrub
 from ..kinds import TOKEN_FIELDS
 from .answers import CHARS_PER_TOKEN, MARGIN
 from ..store.ledger import Books, next_pacific_midnight, utc_now
+from ..store.record import Sent
 from .models import FEATURES, Models
 from .outcomes import Kind, MovedOn, Reply, Retry, refusal, stopping, unusable, waiting
 from ..settings import KEY_SHAPES, NAMED
@@ -81,6 +83,7 @@ class Gateway:
         self.backend, self.models = backend, list(dict.fromkeys(backend.models))
         limits = backend.limits if limits is None else limits  # GEMINI_LIMITS, for the backend with quotas
         self.books, self.known = Books(state), Models(Path(state) / "models.json", limits, local=backend.local)
+        self.sent = Sent(state)
         self.prompt_tokens, self.requests_per_run = prompt_tokens, requests_per_run
         self.backoff, self.max_wait, self.linger = backoff, max_wait, linger
         self.said, self.told = say, tell or say  # the status line; the console's permanent lines (waits)
@@ -103,6 +106,8 @@ class Gateway:
         if self.server:
             self.server.shutdown()
             self.server.server_close()
+        with self.lock:
+            self.sent.close()
 
     def open_run(self, steering=0):
         """Plan the next seed run: a token, a model and a budget; or until when to wait; or why to stop.
@@ -172,7 +177,7 @@ class Gateway:
         if blocked := self.books.blocked(model):
             return blocked
         facts = self.known.get(model)
-        if self.books.requests_today(model) >= facts["rpd"]:
+        if self.sent.today(model) >= facts["rpd"]:
             return "spent", next_pacific_midnight(), f"{model}: daily quota spent ({facts['rpd']} requests)"
         if small := self.backend.hindrance(model, facts):
             return "small", None, small
@@ -335,12 +340,12 @@ class Gateway:
         with self.lock:
             if answers.estimate_tokens(request) > self.budget(model):  # a limit just learned is smaller than it was
                 raise MovedOn(f"the prompt is over its budget of {self.budget(model):,} tokens now")
-            if self.books.requests_today(model) >= self.known.get(model)["rpd"]:  # a retry must not pass the day
+            if self.sent.today(model) >= self.known.get(model)["rpd"]:  # a retry must not pass the day
                 raise MovedOn("daily quota spent")
             body = answers.adapt(request, facts := self.known.get(model), self.backend.answer_format)
         self.pace(run, model, math.ceil(answers.estimate_tokens(body) * MARGIN), deadline)
         with self.lock:
-            call, day = self.books.count_sent(model)
+            call = self.sent.leave(model)
             run.calls.append(call)
         began, outcomes.TAPE.exchanges, outcomes.TAPE.over = time.monotonic(), [], run.over
         try:
@@ -349,7 +354,7 @@ class Gateway:
             taped, outcomes.TAPE.exchanges, outcomes.TAPE.over = outcomes.TAPE.exchanges, None, None
         outcome.body, outcome.why = scrub.valid(outcome.body), scrub.valid(outcome.why)  # where an answer enters
         sent, received = taped[-1] if taped else (b"", b"")
-        call.update(day=day, latency=round(time.monotonic() - began, 3), sent=self.redact_bytes(sent),
+        call.update(latency=round(time.monotonic() - began, 3), sent=self.redact_bytes(sent),
                     received=self.redact_bytes(received),
                     asked=self.redact_bytes(json.dumps(request, ensure_ascii=False).encode()))  # as the seed asked
         if outcome.body is not None:
@@ -358,8 +363,8 @@ class Gateway:
         if isinstance(action, dict):  # the answer as the door sends it to the seed
             call["cleaned"] = json.dumps(action, ensure_ascii=False).encode()
         with self.lock:
-            self.books.count_returned(call, day, "unusable answer" if outcome.kind == Kind.ANSWER
-                                      and isinstance(action, Reply) else outcome.label)
+            self.sent.back(call, "unusable answer" if outcome.kind == Kind.ANSWER and isinstance(action, Reply)
+                           else outcome.label)
         if isinstance(action, Exception):
             raise action
         return action

@@ -1,24 +1,26 @@
 """record: the run as data, in backups/record.sqlite: every iteration, every request, every exchange.
 
-    book = writer()                      # the keeper's connection (its only writer), migrating an old workspace
-    book.write(row, calls)               # an iteration and its requests, in one transaction
+    book = writer()                      # the loop's connection, migrating an old workspace
+    book.write(row, calls)               # an iteration, its requests, and those no row holds yet: one transaction
+    sent = Sent(state)                   # the gateway's: each request booked as it leaves (sent.leave, sent.back)
     rows = iterations(root)              # what every view renders: iteration_log.md, the page, --status, the export
     standing(root)                       # the run's totals and where the codebase stands, for --status
-    ledger(root); exchange(root, id)     # usage.json's shape, summed from the requests; a request's bytes
+    ledger(root); exchange(root, id)     # the requests per day and model, summed from their rows; a request's bytes
 
 Tables: iterations (one row per iteration: its times, model, outcome kind and text, reason, snapshots, files with
-lines added and removed, tasks, the gate's counts and time, the score), requests (the ledger's facts per request:
-model, tokens, kind, latency, wasted and why), exchanges (each request as the seed asked it and its body as sent
-upstream, its answer as received and as cleaned for the seed; a prompt is stored as a zlib'd delta from the one
-before it, each chain of CHAIN starting whole), carried (usage.json's counts from before the record), kept (the
-files an old workspace was migrated from) and runs (one row per start of the keeper on the folder: the run's
-identity, its parent if it was forked, and what a replay needs that is not the code: the goal, the tasks and the
-person's evaluate.py as they were, the log's tail at the first start, the settings that change what the keeper
-does).
-SQLite in WAL mode; each write is one transaction, so a kill -9 leaves it whole. Views never parse each other:
-the one place that reads the old log's prose is migrate(). What the views show of the whole history (the page's
-strip, the counts by outcome, the ledger) is counted from the rows when read, over indexes that hold the columns
-counted (the rows are the one store of each fact).
+lines added and removed, tasks, the gate's counts and time, the score), requests (the one count of requests: each
+written by the gateway as it leaves, so that one cut short by Ctrl+C, kill -9 or a full disk still counts against
+its day; its model, tokens, kind, latency, wasted and why; its iteration once that row is written, the next row
+taking those cut short), exchanges (each request as the seed asked it and its body as sent upstream, its answer as
+received and as cleaned for the seed; a prompt is stored as a zlib'd delta from the one before it, each chain of
+CHAIN starting whole), carried (the counts of requests from before the record), kept (the files an old workspace
+was migrated from) and runs (one row per start of the keeper on the folder: the run's identity, its parent if it
+was forked, and what a replay needs that is not the code: the goal, the tasks and the person's evaluate.py as they
+were, the log's tail at the first start, the settings that change what the keeper does).
+SQLite in WAL mode, two connections (the loop's and the gateway's); each write is one transaction, so a kill -9
+leaves it whole. Views never parse each other: the one place that reads the old log's prose is migrate(). What the
+views show of the whole history (the page's strip, the counts by outcome, the ledger) is counted from the rows when
+read, over indexes that hold the columns counted (the rows are the one store of each fact).
 """
 import functools
 import hashlib
@@ -31,14 +33,17 @@ import zlib
 from difflib import SequenceMatcher
 from urllib.request import pathname2url
 
-from ..kinds import Outcome
+from pathlib import Path
+
+from ..kinds import TOKEN_FIELDS, Outcome
 from .journal import logs_set_aside, telling_lines
-from .ledger import UNREACHED, pacific, reached
+from .ledger import UNREACHED, pacific, pacific_day, reached
 from ..scrub import redact
-from ..settings import (LOG, LOG_SHOWN, LOGS_ASIDE, QUOTA, ROOT, STEERING, TEST_SUPPORT, USAGE, keeper_code, read_stamp,
-                        source_of, stamp, tail_of, utc_now)
+from ..settings import (LOG, LOG_SHOWN, LOGS_ASIDE, QUOTA, ROOT, STEERING, TEST_SUPPORT, keeper_code, load_json,
+                        read_stamp, source_of, stamp, tail_of, utc_now)
 
 NAME = "record.sqlite"
+USAGE = "usage.json"  # where a keeper before 2026-12-06 booked each request first: folded in, then removed
 CHAIN = 50            # prompts stored as deltas one after the other before one is stored whole again
 WINDOW = 32_768       # bytes of zlib's preset dictionary that it can use
 PIECE = re.compile(rb"(?<=\\n)|(?<=\n)")  # where a prompt is cut to diff it: after each (JSON-escaped) line break
@@ -109,11 +114,7 @@ class Writer:
     """The keeper's connection: writes iterations with their requests and exchanges, one transaction each."""
 
     def __init__(self, path):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(path, isolation_level=None, timeout=30)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")  # in WAL mode: whole after a crash, if not after a power cut
-        self.db.executescript(SCHEMA)
+        self.db = connect(path)
         if self.db.execute("PRAGMA user_version").fetchone()[0]:  # the running counts a keeper before 2026-12-06
             self.db.executescript(FORMER)                         # kept beside the rows: dropped once
         if "asked" not in columns_of(self.db, "exchanges"):  # from before the seed's own request was kept
@@ -126,6 +127,10 @@ class Writer:
                                                                                              "runs")]
         if not any(held):  # a new record (not a fork's, which names its parent first): bring in what today's kept
             migrate(self, path.parent.parent)
+        elif (usage := path.with_name(USAGE)).exists():  # a keeper before 2026-12-06 booked requests there first
+            with Transaction(self.db):
+                self.fold(load_json(usage))
+        path.with_name(USAGE).unlink(missing_ok=True)
 
     def last_prompt(self):
         """(the chain the next prompt continues, the last prompt's bytes) or (None, None)."""
@@ -136,11 +141,20 @@ class Writer:
         return (last[1], exchange_from(self.db, last[0])["prompt"]) if length < CHAIN else (None, None)
 
     def write(self, row, calls=(), waste=None):
-        """The iteration and its requests (each call as close_run reports it), in one transaction."""
+        """The iteration and its requests (each call as close_run reports it), in one transaction, with the requests
+        no row holds (cut short before their iteration's row was written: their day and model known, their tokens
+        not), which the row counts (`row` is updated)."""
         try:
             with Transaction(self.db):
+                ids = [call["id"] for call in calls if "id" in call]
+                cut_short = self.db.execute(f"SELECT model FROM requests WHERE iteration IS NULL AND kind != ? AND id "
+                                            f"NOT IN ({', '.join('?' * len(ids))}) ORDER BY id", (UNREACHED, *ids))
+                models = [model for model, in cut_short]
+                whole = {**row, "requests": (row["requests"] or 0) + len(models), "model": row["model"] or
+                         models[-1]} if models else row
+                self.db.execute("UPDATE requests SET iteration = ? WHERE iteration IS NULL", (row["number"],))
                 self.db.execute("DELETE FROM iterations WHERE number = ?", (row["number"],))
-                self.insert_row(row)
+                self.insert_row(whole)
                 answered = [n for n, call in enumerate(calls) if call.get("kind") == "answer"]
                 for n, call in enumerate(calls):
                     wasted = call.get("kind") if call.get("kind") != "answer" else waste if n == answered[-1] else None
@@ -148,6 +162,7 @@ class Writer:
         except sqlite3.Error:
             self.chain, self.base = self.last_prompt()  # the next prompt is stored against the last one kept
             raise
+        row.update(whole)
 
     def insert_row(self, row):
         values = {key: json.dumps(row.get(key)) if key in JSON_COLUMNS else row.get(key) for key in COLUMNS}
@@ -155,14 +170,17 @@ class Writer:
                         [values[key] for key in COLUMNS])
 
     def insert_request(self, number, call, wasted):
+        """A request as close_run reports it: its row, booked as it left (`id`), made whole; else a new one."""
         tokens = call.get("tokens") or {}
-        cursor = self.db.execute(
-            "INSERT INTO requests (iteration, day, model, kind, prompt_tokens, output_tokens, thinking_tokens, "
-            "latency, wasted) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (number, call.get("day"), call.get("model"), call.get("kind"), tokens.get("prompt", 0),
-             tokens.get("output", 0), tokens.get("thinking", 0), call.get("latency"), wasted))
+        values = (number, call.get("day"), call.get("model"), call.get("kind"), tokens.get("prompt", 0),
+                  tokens.get("output", 0), tokens.get("thinking", 0), call.get("latency"), wasted)
+        if "id" in call:
+            self.db.execute(f"UPDATE requests SET ({', '.join(REQUEST_COLUMNS)}) = ({', '.join('?' * len(values))}) "
+                            "WHERE id = ?", (*values, call["id"]))
+        request = call.get("id") or self.db.execute(f"INSERT INTO requests ({', '.join(REQUEST_COLUMNS)}) VALUES "
+                                                    f"({', '.join('?' * len(values))})", values).lastrowid
         if "sent" in call:
-            self.insert_exchange(cursor.lastrowid, redact(call["sent"]), redact(call.get("received") or b""),
+            self.insert_exchange(request, redact(call["sent"]), redact(call.get("received") or b""),
                                  redact(call.get("cleaned") or b""), redact(call.get("asked") or b""))
 
     def insert_exchange(self, request, prompt, answer, cleaned, asked=b""):
@@ -198,8 +216,22 @@ class Writer:
             self.db.execute(f"INSERT INTO runs ({', '.join(RUN_COLUMNS)}) VALUES ({', '.join('?' * len(values))})",
                             values)
 
+    def fold(self, usage):
+        """The requests an older keeper's usage.json ({day: {model: use}}) booked that the record lacks (cut short
+        before their iteration's row), as requests no row holds yet: the next row takes them."""
+        held = ledger_of(self.db)
+        for day, models in usage.items():
+            for model, use in models.items() if isinstance(models, dict) else ():
+                booked = use.get("requests") if isinstance(use, dict) else None
+                lacking = booked - held.get(day, {}).get(model, {}).get("requests", 0) if type(booked) is int and \
+                    re.fullmatch(r"\d{4}-\d\d-\d\d", day) else 0
+                self.db.executemany("INSERT INTO requests (day, model, kind, prompt_tokens, output_tokens, "
+                                    "thinking_tokens) VALUES (?, ?, 'no answer', 0, 0, 0)",
+                                    [(day, model)] * min(max(lacking, 0), 1_000))
+
     def carry(self, ledger, files):
-        """usage.json's counts and the old files, as a migration brings them in."""
+        """The counts of requests from before the record (an old usage.json's) and the old files, as a migration
+        brings them in."""
         for day, models in ledger.items():
             for model, use in models.items():
                 self.db.execute("INSERT OR REPLACE INTO carried VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -225,8 +257,67 @@ TOKENS = ", ".join(f"CAST(total({k}_tokens) AS INTEGER)" for k in ("prompt", "ou
 # in floating point, exact below 2**53, and the cast saturates
 
 
+REQUEST_COLUMNS = ("iteration", "day", "model", "kind", "prompt_tokens", "output_tokens", "thinking_tokens", "latency",
+                   "wasted")
 RUN_COLUMNS = ("started", "id", "version", "backend", "models", "first", "steering", "log", "settings", "parent")
 RUN_JSON = ("models", "steering", "settings", "parent")
+
+
+class Sent:
+    """The gateway's own connection to the record (under the gateway's lock): each request booked as it leaves, so
+    that one cut short still counts against its day, and what it came back as once it has."""
+
+    def __init__(self, state):
+        self.path, self.db, self.closed = Path(state) / NAME, None, False
+
+    def connection(self):
+        if self.closed:
+            raise sqlite3.ProgrammingError("the gateway has closed its connection to the record")
+        if self.db is None:
+            self.db = connect(self.path, check_same_thread=False)  # the gateway's threads take turns under its lock
+        return self.db
+
+    def today(self, model):
+        """Today's requests to the model that may have reached the server (an outage must not spend a day)."""
+        day, db = pacific_day(), self.connection()
+        found = db.execute("SELECT count(*) FROM requests WHERE day = ? AND model = ? AND kind != ?",
+                           (day, model, UNREACHED)).fetchone()[0]
+        carried = db.execute("SELECT requests, kinds FROM carried WHERE day = ? AND model = ?", (day, model)).fetchone()
+        return found + (reached({"requests": carried[0], "kinds": json.loads(carried[1])}) if carried else 0)
+
+    def leave(self, model):
+        """A call for a request about to be sent: its row booked first, with its day (Pacific) and model."""
+        call = {"model": model, "day": pacific_day(), "kind": "no answer", "tokens": dict.fromkeys(TOKEN_FIELDS, 0)}
+        call["id"] = self.connection().execute("INSERT INTO requests (day, model, kind, prompt_tokens, output_tokens, "
+                                               "thinking_tokens) VALUES (?, ?, ?, 0, 0, 0)",
+                                               (call["day"], model, call["kind"])).lastrowid
+        return call
+
+    def back(self, call, kind):
+        """What the request came back as (its kind, its tokens, as waste unless an answer), as soon as it has; its
+        iteration's row says which answer was wasted. After the gateway closed, the row holds the call as it was."""
+        call["kind"] = kind
+        if self.closed:
+            return
+        tokens = [call["tokens"].get(name, 0) for name in TOKEN_FIELDS]
+        self.connection().execute("UPDATE requests SET kind = ?, wasted = ?, prompt_tokens = ?, output_tokens = ?, "
+                                  "thinking_tokens = ? WHERE id = ?",
+                                  (kind, None if kind == "answer" else kind, *tokens, call["id"]))
+
+    def close(self):
+        self.closed = True
+        if self.db is not None:
+            self.db.close()
+
+
+def connect(path, check_same_thread=True):
+    """A writing connection to the record at `path`, its tables made if missing."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    db = sqlite3.connect(path, isolation_level=None, timeout=30, check_same_thread=check_same_thread)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")  # in WAL mode: whole after a crash, if not after a power cut
+    db.executescript(SCHEMA)
+    return db
 
 
 class Transaction:
@@ -560,9 +651,16 @@ def one_value(root, query, args=(), default=None):
 def ledger(root=ROOT):
     """{Pacific day: {model: {requests, prompt, output, thinking, kinds, wasted}}}: the requests, and the
     counts carried from before the record."""
-    db, books = reader(root), {}
+    db = reader(root)
     if db is None:
         return {}
+    books = ledger_of(db)
+    db.close()
+    return books
+
+
+def ledger_of(db):
+    books = {}
     for day, model, requests, prompt, output, thinking, kinds, wasted in db.execute("SELECT * FROM carried"):
         books.setdefault(day, {})[model] = {"requests": requests, "prompt": prompt, "output": output,
                                             "thinking": thinking, "kinds": json.loads(kinds),
@@ -578,7 +676,6 @@ def ledger(root=ROOT):
         use["kinds"][kind] = use["kinds"].get(kind, 0) + requests
         if wasted:
             use["wasted"][wasted] = use["wasted"].get(wasted, 0) + requests
-    db.close()
     return books
 
 
@@ -633,13 +730,13 @@ def migrate(book, root):
     """Bring a workspace from before the record in, in one transaction: each section of iteration_log.md (and of the
     logs set aside in backups/logs/, for a record made anew) as a row, usage.json's counts as carried, and the old
     log, usage.json and quota.json kept whole."""
-    log, usage, quota = root / LOG.name, root / "backups" / USAGE.name, root / "backups" / QUOTA.name
+    log, usage, quota = root / LOG.name, root / "backups" / USAGE, root / "backups" / QUOTA.name
     files = {path.name: path.read_bytes() for path in (log, usage, quota) if path.exists()}
     aside = logs_set_aside(root / "backups" / LOGS_ASIDE.name)
     if not files and not aside:
         return
     try:
-        old = json.loads(files.get(USAGE.name, b"{}"))
+        old = json.loads(files.get(USAGE, b"{}"))
     except ValueError:
         old = {}
     old = {day: {m: u for m, u in models.items() if isinstance(u, dict)} for day, models in old.items()

@@ -8,11 +8,14 @@ import importlib
 import importlib.util
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
 import uuid
+from datetime import datetime
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -259,3 +262,27 @@ def run_seed(root, env, timeout=60):
         run, start = sandbox.command(run, policy, root), sandbox.START  # never started in the folder it writes
         env = {**env, "HOME": str(temp)}
     return subprocess.run(run, cwd=start, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def pacific_today():
+    return datetime.now(ZoneInfo("America/Los_Angeles")).date().isoformat()
+
+
+def requests_booked(backups, day=None):
+    """{model: {"requests", "prompt", "output", "thinking", "kinds", "wasted"}} of the requests the record in the
+    folder `backups` holds for a Pacific day (today by default), counted here from its rows."""
+    booked = {}
+    if not (backups / "record.sqlite").exists():
+        return booked
+    with contextlib.closing(sqlite3.connect(backups / "record.sqlite")) as db:
+        for model, kind, wasted, prompt, output, thinking in db.execute(
+                "SELECT model, kind, wasted, prompt_tokens, output_tokens, thinking_tokens FROM requests WHERE day = ?",
+                (day or pacific_today(),)):
+            use = booked.setdefault(model, {"requests": 0, "prompt": 0, "output": 0, "thinking": 0, "kinds": {},
+                                            "wasted": {}})
+            use.update(requests=use["requests"] + 1, prompt=use["prompt"] + (prompt or 0),
+                       output=use["output"] + (output or 0), thinking=use["thinking"] + (thinking or 0))
+            use["kinds"][kind] = use["kinds"].get(kind, 0) + 1
+            if wasted:
+                use["wasted"][wasted] = use["wasted"].get(wasted, 0) + 1
+    return booked

@@ -1,6 +1,6 @@
 """Every request that may have reached a model is in the record, with its day and model, whatever ends its iteration:
 Ctrl+C while the model answers or while the gate judges its answer, --timeout, kill -9. The record is the one count of
-requests: usage.json, --status, the page and the closing line agree with it (`python fallback.py` in a copy of the
+requests, written as each leaves: --status, the page and the closing line agree with it (`python fallback.py` in a copy of the
 workspace).
 """
 import json
@@ -12,6 +12,7 @@ from datetime import datetime
 from zoneinfo import ZoneInfo
 
 import fake_gemini as api
+from conftest import requests_booked
 from test_fallback import outcomes, processes_in, run_fallback, stopped_by_ctrl_c_when, wait_for
 
 SLOW_TEST = ("tests/test_slow.py", "import time\n\n\ndef test_slow():\n    time.sleep(60)\n")
@@ -28,11 +29,11 @@ def requests_in_record(root):
 
 
 def booked_today(root):
-    return json.loads((root / "backups" / "usage.json").read_text()).get(today(), {})
+    return requests_booked(root / "backups")
 
 
 def said_everywhere(root, env, out):
-    """The one request is said the same by the record, usage.json, --status, the page and the closing line."""
+    """The one request is said the same by the record, --status, the page and the closing line."""
     assert requests_in_record(root) == [(1, today(), "gemini-3.5-flash", requests_in_record(root)[0][3])]
     assert booked_today(root)["gemini-3.5-flash"]["requests"] == 1
     assert "; 1 request(s)" in out, out
@@ -91,7 +92,7 @@ def test_a_request_cut_short_by_kill_9_is_in_the_row_the_next_start_writes(works
     try:
         wait_for(lambda: gemini.requests)
     finally:
-        keeper.kill()  # kill -9: no row is written; usage.json booked the request as it left
+        keeper.kill()  # kill -9: no row is written; the record booked the request as it left
         keeper.wait()
     assert booked_today(workspace)["gemini-3.5-flash"]["requests"] == 1
     gemini.reply(api.answer([("a.py", "a = 1\n")]))
@@ -103,15 +104,26 @@ def test_a_request_cut_short_by_kill_9_is_in_the_row_the_next_start_writes(works
     assert booked_today(workspace)["gemini-3.5-flash"]["requests"] == 2
 
 
-def test_usage_json_is_made_from_the_record_and_a_hand_edit_of_it_adds_no_request(workspace, env, gemini):
-    """The attack: usage.json edited to say fewer, or more, or nonsense; the record stays the count."""
+def test_the_usage_json_an_older_keeper_left_adds_what_the_record_lacks_once_and_nonsense_adds_none(workspace, env,
+                                                                                                  gemini):
+    """A keeper before 2026-12-06 booked each request first in backups/usage.json: one it booked there that the
+    record lacks (cut short before its row) is in the next row; what is not a count of a day's requests adds none;
+    then the file is gone (the record is the one count)."""
     gemini.reply(api.answer([("a.py", "a = 1\n")]))
     assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
-    (workspace / "backups" / "usage.json").write_text(json.dumps({today(): {"gemini-3.5-flash": {"requests": "x"},
-                                                                            "other": 5}}))
+    (workspace / "backups" / "usage.json").write_text(json.dumps({
+        today(): {"gemini-3.5-flash": {"requests": 3}, "gemma-4": {"requests": "x"}, "other": 5},
+        "not a day": {"gemini-3.5-flash": {"requests": 4}}}))
     gemini.reply(api.answer([("b.py", "b = 1\n")]))
     done = run_fallback(workspace, env, "--iterations", "1")
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
-    assert len(requests_in_record(workspace)) == 2
-    assert booked_today(workspace) == {"gemini-3.5-flash": {"requests": 2, "prompt": 2400, "output": 600,
-                                                            "thinking": 300, "kinds": {"answer": 2}, "wasted": {}}}
+    assert not (workspace / "backups" / "usage.json").exists()
+    assert [row[:3] for row in requests_in_record(workspace)] == [(1, today(), "gemini-3.5-flash")] + \
+        [(2, today(), "gemini-3.5-flash")] * 3
+    assert "gemini-3.5-flash, 3 request(s)" in (workspace / "iteration_log.md").read_text().split("## Iteration 2")[1]
+    assert booked_today(workspace) == {"gemini-3.5-flash": {"requests": 4, "prompt": 2400, "output": 600,
+                                                            "thinking": 300, "kinds": {"answer": 2, "no answer": 2},
+                                                            "wasted": {}}}
+    gemini.reply(api.answer([("c.py", "c = 1\n")]))
+    assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
+    assert len(requests_in_record(workspace)) == 5  # folded once

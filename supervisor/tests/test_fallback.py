@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 import fake_gemini as api
-from conftest import KEY, REPO, fresh_workspace, keeper, load_keeper, subreaper
+from conftest import KEY, REPO, fresh_workspace, keeper, load_keeper, requests_booked, subreaper
 
 CRASHES_AT_START = "def main():\n    raise RuntimeError('the evolved seed broke at start')\n\n\n" \
                    "if __name__ == '__main__':\n    main()\n"
@@ -610,8 +610,7 @@ def test_usage_is_kept_per_day_and_model_with_the_waste_and_its_reasons(workspac
     gemini.reply(api.per_minute("0.1s")).reply(api.answer([("a.py", "a = 1\n")]))
     gemini.reply(api.answer([("seed.py", "import os\n# ... existing code ...\n")]))
     assert run_fallback(workspace, env, "--iterations", "2").returncode == 0
-    [day] = json.loads((workspace / "backups" / "usage.json").read_text()).values()
-    use = day["gemini-3.5-flash"]
+    use = requests_booked(workspace / "backups")["gemini-3.5-flash"]
     assert use["requests"] == 3 and use["prompt"] == 2400 and use["output"] == 600 and use["thinking"] == 300
     assert use["kinds"] == {"429 per minute": 1, "answer": 1, "unusable answer": 1}
     assert use["wasted"] == {"429 per minute": 1, "unusable answer": 1}
@@ -683,8 +682,7 @@ def test_ctrl_c_stops_within_seconds_and_frees_everything(running, workspace, en
     assert not (workspace / "slow.py").exists()
     assert outcomes(workspace) == [f"stopped: interrupted ({said})"]
     assert "gemini-3.5-flash, 1 request(s)" in (workspace / "iteration_log.md").read_text()  # the one in flight
-    [day] = json.loads((workspace / "backups" / "usage.json").read_text()).values()
-    assert day["gemini-3.5-flash"]["requests"] == 1
+    assert requests_booked(workspace / "backups")["gemini-3.5-flash"]["requests"] == 1
     gemini.reply(api.answer([("after.py", "x = 1\n")]))
     again = run_fallback(workspace, env, "--iterations", "1")  # the lock is free, and the run resumes
     assert again.returncode == 0, again.stderr

@@ -2,8 +2,10 @@
 
 Each test names a rule the gateway keeps for the free tier; none needs a key or the network.
 """
+import contextlib
 import json
 import socket
+import sqlite3
 import threading
 import time
 import uuid
@@ -14,7 +16,7 @@ import pytest
 import requests
 
 import fake_gemini as api
-from conftest import load_keeper
+from conftest import load_keeper, requests_booked
 
 gateway_module, answers, door, gemini, ledger_module = (load_keeper(name) for name in
                                                         ("gateway", "answers", "door", "gemini", "ledger"))
@@ -80,10 +82,6 @@ def answer_of(response):
     return json.loads(part["text"])
 
 
-def ledger(state):
-    return json.loads((state / "usage.json").read_text()).get(datetime.now(PACIFIC).date().isoformat(), {})
-
-
 def next_pacific_midnight():
     tomorrow = datetime.now(PACIFIC).date() + timedelta(days=1)
     return datetime(tomorrow.year, tomorrow.month, tomorrow.day, tzinfo=PACIFIC)
@@ -115,7 +113,7 @@ def test_a_wrong_or_stale_token_gets_401_and_nothing_is_forwarded(gateway, upstr
     gw.close_run(plan["token"])
     stale = ask(gw, plan["token"])
     assert stale.status_code == 401 and stale.json()["error"]["status"] == "UNAUTHENTICATED"
-    assert upstream.requests == [] and not (state / "usage.json").exists()
+    assert upstream.requests == [] and requests_booked(state) == {}
 
 
 def test_requests_beyond_the_runs_cap_get_429_and_are_not_forwarded(gateway, upstream, state):
@@ -127,7 +125,7 @@ def test_requests_beyond_the_runs_cap_get_429_and_are_not_forwarded(gateway, ups
     assert capped.status_code == 429 and capped.json()["error"]["message"].startswith("request cap reached")
     report = gw.close_run(plan["token"])
     assert len(upstream.requests) == 1 and report["requests"] == 1 and report["answered"] and report["problem"] is None
-    assert ledger(state)[FLASH]["requests"] == 1
+    assert requests_booked(state)[FLASH]["requests"] == 1
 
 
 def test_the_model_in_the_path_is_advisory_and_no_token_goes_upstream(gateway, upstream):
@@ -162,7 +160,7 @@ def test_a_prompt_too_big_for_gemmas_minute_is_never_forwarded(gateway, upstream
     plan = gw.open_run()
     response = ask(gw, plan["token"], seed_body("x" * 16_000 * 3))
     assert response.status_code == 400 and "over this run's budget" in response.json()["error"]["message"]
-    assert upstream.requests == [] and not (state / "usage.json").exists()
+    assert upstream.requests == [] and requests_booked(state) == {}
     assert gw.close_run(plan["token"])["requests"] == 0
 
 
@@ -227,7 +225,7 @@ def test_network_errors_do_not_spend_the_day(gateway, state):
     assert response.status_code == 503 and "check the network, or GEMINI_API_BASE in .env" in \
         response.json()["error"]["message"]  # a server of the tests', not Google's: the setting is named
     assert [call["kind"] for call in gw.close_run(plan["token"])["calls"]] == ["network error"] * 3
-    assert ledger(state)[FLASH]["requests"] == 3 and gw.open_run()["model"] == FLASH
+    assert requests_booked(state)[FLASH]["requests"] == 3 and gw.open_run()["model"] == FLASH
 
 
 def test_a_per_day_429_moves_on_to_the_next_model_within_the_same_request(gateway, upstream):
@@ -431,7 +429,7 @@ def test_an_answer_cut_off_before_any_whole_file_is_unusable(gateway, upstream, 
     assert ask(gw, plan["token"]).status_code == 502
     report = gw.close_run(plan["token"])
     assert report["problem"]["kind"] == "unusable" and "finishReason MAX_TOKENS" in report["problem"]["why"]
-    assert not report["answered"] and ledger(state)[FLASH]["wasted"] == {"unusable answer": 1}
+    assert not report["answered"] and requests_booked(state)[FLASH]["wasted"] == {"unusable answer": 1}
 
 
 @pytest.mark.parametrize("body, why", [(api.blocked(), "prompt blocked (PROHIBITED_CONTENT)"),
@@ -529,7 +527,7 @@ def test_a_refused_key_stops_with_one_line_and_the_key_is_nowhere(gateway, upstr
     assert report["problem"]["kind"] == "stop" and why.startswith("Gemini refused this key") and "\n" not in why
     assert "GEMINI_API_KEY" in why and key not in json.dumps(report, default=str) and other not in why
     assert gw.open_run() == {"stop": why} and len(upstream.requests) == 1
-    assert all(key not in path.read_text() for path in state.iterdir() if path.is_file())
+    assert all(key.encode() not in path.read_bytes() for path in state.iterdir() if path.is_file())  # the record too
     assert key not in "\n".join(said)
 
 
@@ -551,14 +549,15 @@ def test_an_AQ_key_refused_as_if_it_were_an_oauth_token_is_explained(gateway, up
 # --- the ledger -------------------------------------------------------------------------------
 def test_the_ledger_counts_every_request_exactly_even_when_the_seed_hangs_up(gateway, upstream, state):
     today = datetime.now(PACIFIC).date()
-    days = {f"{today - timedelta(days=back)}": {LITE: {"requests": 20}} for back in range(1, 366)}  # a year booked
-    state.mkdir(parents=True, exist_ok=True)
-    (state / "usage.json").write_text(json.dumps(days))
     at_send = []
     upstream.reply(api.answer(NOTES))
-    upstream.reply(api.answer(NOTES), delay=0.6, hook=lambda request: at_send.append(ledger(state)[FLASH]["requests"]))
+    upstream.reply(api.answer(NOTES), delay=0.6,
+                   hook=lambda request: at_send.append(requests_booked(state)[FLASH]["requests"]))
     gw = gateway()
     plan = gw.open_run()
+    with contextlib.closing(sqlite3.connect(state / "record.sqlite")) as db, db:  # a year of requests, 20 a day
+        db.executemany("INSERT INTO requests (day, model, kind) VALUES (?, ?, 'answer')",
+                       [(f"{today - timedelta(days=back)}", FLASH) for back in range(1, 366) for _ in range(20)])
     assert ask(gw, plan["token"]).status_code == 200
     gw.close_run(plan["token"])
     plan = gw.open_run()
@@ -566,11 +565,9 @@ def test_the_ledger_counts_every_request_exactly_even_when_the_seed_hangs_up(gat
         ask(gw, plan["token"], timeout=0.2)
     report = gw.close_run(plan["token"])  # waits for the request still under way upstream
     assert at_send == [2] and report["requests"] == 1 and report["calls"][0]["kind"] == "answer"
-    assert ledger(state) == {FLASH: {"requests": 2, "prompt": 2400, "output": 600, "thinking": 300,
-                                     "kinds": {"answer": 2}, "wasted": {}}}
-    kept = json.loads((state / "usage.json").read_text())  # the last week only: the record holds the rest
-    assert sorted(kept) == sorted(f"{today - timedelta(days=back)}" for back in range(7))
-    assert kept[f"{today - timedelta(days=6)}"] == {LITE: {"requests": 20}}
+    assert requests_booked(state) == {FLASH: {"requests": 2, "prompt": 2400, "output": 600, "thinking": 300,
+                                              "kinds": {"answer": 2}, "wasted": {}}}
+    assert requests_booked(state, f"{today - timedelta(days=365)}")[FLASH]["requests"] == 20
 
 
 # --- the door checks before it reads (issue 18, item 7) ---------------------------------------------
@@ -588,7 +585,7 @@ def test_the_token_is_checked_before_a_body_is_read_and_a_huge_body_is_never_rea
     started = time.monotonic()
     assert post_raw(gw, f"{path}\r\nx-goog-api-key: wrong").endswith("401 Unauthorized")
     assert post_raw(gw, f"{path}\r\nx-goog-api-key: {plan['token']}").endswith("413 Request Entity Too Large")
-    assert time.monotonic() - started < 2 and upstream.requests == [] and not (state / "usage.json").exists()
+    assert time.monotonic() - started < 2 and upstream.requests == [] and requests_booked(state) == {}
 
 
 @pytest.mark.parametrize("body, says", [

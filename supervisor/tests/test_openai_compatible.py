@@ -30,7 +30,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 import fake_gemini as api
-from conftest import load_keeper
+from conftest import load_keeper, requests_booked
 from fake_gemini import FakeGemini
 # The seed's request, the client and the keeper's package loaded by its path, as the Gemini gateway's tests have them
 from test_gateway import (CUT_AT_THE_LIMIT, RULES, SCHEMA, answer_of, answers, ask, gateway_module, gemini,
@@ -344,8 +344,7 @@ def test_usage_is_counted_with_reasoning_tokens_as_thinking(gateway, servers, tm
     plan = gw.open_run()
     assert ask(gw, plan["token"]).status_code == 200
     assert gw.close_run(plan["token"])["tokens"] == {"prompt": 1845, "output": 300, "thinking": 600}
-    [day] = json.loads((tmp_path / "backups" / "usage.json").read_text()).values()
-    assert day[LLAMA_CPP] == {"requests": 1, "prompt": 1845, "output": 300, "thinking": 600,
+    assert requests_booked(tmp_path / "backups")[LLAMA_CPP] == {"requests": 1, "prompt": 1845, "output": 300, "thinking": 600,
                               "kinds": {"answer": 1}, "wasted": {}}
 
 
@@ -569,8 +568,7 @@ def test_no_daily_quota_and_no_pacing(gateway, servers, tmp_path):
         plan = gw.open_run()
         assert plan["model"] == LLAMA_CPP and ask(gw, plan["token"], timeout=5).status_code == 200
         gw.close_run(plan["token"])
-    [day] = json.loads((tmp_path / "backups" / "usage.json").read_text()).values()
-    assert day[LLAMA_CPP]["requests"] == 8 and gw.open_run()["model"] == LLAMA_CPP
+    assert requests_booked(tmp_path / "backups")[LLAMA_CPP]["requests"] == 8 and gw.open_run()["model"] == LLAMA_CPP
 
 
 # --- what a person can fix, and what to wait out ------------------------------------------------------
@@ -648,7 +646,8 @@ def test_a_refused_key_stops_with_one_line_and_the_key_is_nowhere(gateway, serve
     why = gw.close_run(plan["token"])["problem"]["why"]
     assert why == (f"the server at {server.base} refused the key (401: Unauthorized: [OPENAI_API_KEY]): set "
                    "OPENAI_API_KEY in .env to the key it expects (LiteLLM's proxy: its master key or a virtual key)")
-    assert key not in "\n".join(said) and all(key not in path.read_text() for path in (tmp_path / "backups").iterdir())
+    assert key not in "\n".join(said) and all(
+        key.encode() not in path.read_bytes() for path in (tmp_path / "backups").iterdir())
 
 
 def test_a_model_still_loading_is_asked_again(gateway, servers):
