@@ -104,7 +104,7 @@ from supervisor.views import cli  # noqa: E402
 from supervisor.views.console import (count, local_time, report, say, show_iteration, show_phase,  # noqa: E402
                                       start_status_line, summary)
 from supervisor.iteration import Memory, note_dry_spell, run_iteration  # noqa: E402
-from supervisor.kinds import Outcome, Result  # noqa: E402
+from supervisor.kinds import Account, Outcome, Result  # noqa: E402
 from supervisor.recovery import recover, write_iteration  # noqa: E402
 from supervisor.settings import (BACKOFF, BACKUPS, EX_CONFIG, FAULT_PAUSE, LOCK, LOG, PROMPT_TOKENS,  # noqa: E402
                                  REQUESTS_PER_RUN, SANDBOX_REQUIRED, SETTLING, WORK, stamp, utc_now)
@@ -169,7 +169,7 @@ def iterate(index, args, memory, gateway, totals, confinement):
                         f"{error}: {freed}{cli.what_to_free(error)}", until=until, asked=not again)
     except KeyboardInterrupt as stop:
         stopped = Result(Outcome.STOPPED, f"interrupted ({'SIGTERM' if isinstance(stop, Terminated) else 'Ctrl+C'})",
-                         said=memory.interrupted or {})
+                         said=memory.interrupted or Account())
         if not SETTLING.exists():  # else a landing was under way: the next start finishes it, and its row
             write_iteration(row := book.row_of(number, stopped, time.monotonic() - began, started), stopped)
             count(row, totals)

@@ -29,7 +29,7 @@ from .store import journal, snapshots as snap
 from .gateway.answers import CHARS_PER_TOKEN
 from .events import phase, tell
 from .scrub import redact, secret_in
-from .kinds import SAME_FILES, Failure, Outcome, Result, RunFailure, ScoreFailure
+from .kinds import SAME_FILES, Account, Failure, Outcome, Result, RunFailure, ScoreFailure
 from .settings import (DRY_SPELL, EX_CONFIG, EX_UNAVAILABLE, FAULT_PAUSE, FULL_GATE_EVERY, NOT_YOURS, SETTLING,
                        SUSPICION, UNDER_WAY, load_json, save_json, write_atomically)
 from .untrusted import Untrusted
@@ -48,7 +48,7 @@ class Run:
     the candidate it left in the working copy (files, changes), or why that could not be taken (untrusted)."""
     code: int | None
     output: str
-    said: dict
+    said: Account
     files: dict | None = None
     changes: list = field(default_factory=list)
     not_landed: list = field(default_factory=list)
@@ -59,7 +59,7 @@ class Run:
     @property
     def asked(self):
         """Whether the seed ran to its end having asked the model."""
-        return self.code == 0 and self.said["requests"] > 0
+        return self.code == 0 and self.said.requests > 0
 
 
 @dataclass
@@ -142,15 +142,15 @@ def run_iteration(number, index, timeout, memory, gateway, confinement=""):
     finally:
         UNDER_WAY.unlink(missing_ok=True)
     result = replace(result, confinement=confinement, refusals=refusals(output), budget=plan["budget"])
-    if run.said["answered"] and result.outcome is not Outcome.LANDED:
+    if run.said.answered and result.outcome is not Outcome.LANDED:
         result = replace(result, waste=waste_of(result))  # kept with the row's requests
     repeated = False
-    if result.outcome is Outcome.LANDED or isinstance(result.failure, Failure) and run.said["answered"]:
+    if result.outcome is Outcome.LANDED or isinstance(result.failure, Failure) and run.said.answered:
         repeated = memory.recall(*mendable(run, result))
-    if run.said["model"] and result.outcome in (Outcome.LANDED, Outcome.NO_CHANGE, Outcome.ROLLED_BACK):
+    if run.said.model and result.outcome in (Outcome.LANDED, Outcome.NO_CHANGE, Outcome.ROLLED_BACK):
         came = came_to(run, result, repeated)
         memory.again = memory.again + 1 if came == SAME_FILES else 0
-        streak = gateway.tally(run.said["model"], came)
+        streak = gateway.tally(run.said.model, came)
         result = replace(result, stalled=streak or result.stalled)
     return result
 
@@ -161,7 +161,7 @@ def came_to(run, result, repeated):
     or the kind the seed's reason for no change starts with ("not valid JSON: ..."), the words before its details."""
     if result.outcome is Outcome.LANDED:
         return None
-    same = result.outcome is Outcome.NO_CHANGE and run.said["outcome"] == "applied" and not run.said["refused"]
+    same = result.outcome is Outcome.NO_CHANGE and run.said.outcome == "applied" and not run.said.refused
     if repeated or same and not result.changes:  # (spacing only: no changes)
         return SAME_FILES
     return result.failure.value if result.failure else re.split(r"[:(]", result.summary)[0].strip() or "no change"
@@ -325,10 +325,10 @@ def fault_of(run):
         return RunFailure.KILLED, f"{signal.Signals(-code).name} (a resource limit, or a signal)", run.output
     if code not in (0, EX_UNAVAILABLE, EX_CONFIG):
         return RunFailure.CRASHED, f"exit {code}", run.output
-    if code == 0 and not run.changes and not said["requests"]:
+    if code == 0 and not run.changes and not said.requests:
         return RunFailure.STALLED, "", run.output
-    if code == EX_UNAVAILABLE and not said["requests"] and not said["problem"]:  # it broke the gateway's contract
-        return RunFailure.REFUSED, "", f"{run.output}\n{said['reason']}"
+    if code == EX_UNAVAILABLE and not said.requests and not said.problem:  # it broke the gateway's contract
+        return RunFailure.REFUSED, "", f"{run.output}\n{said.reason}"
     return None, "", ""
 
 
@@ -368,7 +368,7 @@ def scored(run, start):
 # --- a run that failed nothing --------------------------------------------------------------------
 def settle_run(number, index, start, run, verdict, score):
     """Land the change (ticking what its answer finished), or say why nothing changed."""
-    said, problem = run.said, run.said["problem"] or {}
+    said, problem = run.said, run.said.problem or {}
     base = dict(start=start["id"], said=said, changes=run.changes, not_landed=run.not_landed)
     if problem.get("kind") == "stop" or run.code == EX_CONFIG:
         result = Result(Outcome.STOPPED, "configuration error", problem.get("why") or seed_message(run), **base)
@@ -377,13 +377,13 @@ def settle_run(number, index, start, run, verdict, score):
     elif run.changes:
         result = land(number, index, start, run, verdict, score, base)
     else:
-        why = problem.get("why") or said["reason"] or (seed_message(run) if run.code else "") or \
+        why = problem.get("why") or said.reason or (seed_message(run) if run.code else "") or \
             SPACING * run.spacing or \
-            (f"nothing to apply: {'; '.join(said['refused'])}" if said["refused"] else "")
+            (f"nothing to apply: {'; '.join(said.refused)}" if said.refused else "")
         result = Result(Outcome.NO_CHANGE, why, why, **base)
-    if said["outcome"] == "rejected" and said["reason"]:  # the seed's own compile check put its answer back
-        why = f"The last answer was not applied: {said['reason']}. Write it again, whole."
-        journal.add_failure_task(why, "", start["id"], journal.failure_mark("rejected", said["reason"]))
+    if said.outcome == "rejected" and said.reason:  # the seed's own compile check put its answer back
+        why = f"The last answer was not applied: {said.reason}. Write it again, whole."
+        journal.add_failure_task(why, "", start["id"], journal.failure_mark("rejected", said.reason))
     return result
 
 
@@ -408,7 +408,7 @@ def land(number, index, start, run, verdict, score, base):
     partial = verdict.tests_ran != gate.EVERY_TEST
     index["partial_landings"] = index.get("partial_landings", 0) + 1 if partial else 0
     snap.save_index(index)
-    journal.tick_tasks(run.said["done"])
+    journal.tick_tasks(run.said.done)
     return Result(Outcome.LANDED, f"{len(plan)} file(s) changed", after=entry["id"], landed=len(plan),
                   outside=outside, **base)
 
@@ -416,7 +416,7 @@ def land(number, index, start, run, verdict, score, base):
 def seed_message(run):
     """What the seed said of how it ended: its record's reason, else the last line it printed."""
     lines = [line for line in run.output.splitlines() if line.strip()]
-    return redact(run.said["reason"] or (lines[-1] if lines else "no message"))
+    return redact(run.said.reason or (lines[-1] if lines else "no message"))
 
 
 # --- a run that failed ----------------------------------------------------------------------------
@@ -428,8 +428,8 @@ def settle_failure(number, index, start, run, memory, fault):
     mark = journal.failure_mark(headline_of(failure, detail), output)
     said = run.said
     case = decide.Case(failure, detail, mark, asked=run.asked,
-                       answered=bool(said.get("answered")) and not said["asking"],
-                       asking=bool(said["asking"]) and run.code is None, start=start["id"],
+                       answered=bool(said.answered) and not said.asking,
+                       asking=bool(said.asking) and run.code is None, start=start["id"],
                        start_good=bool(start["good"]), start_landed=start["kind"] == "landed",
                        fully_judged=fully_judged(start), world=memory.world, repeat=memory.repeat,
                        cause=blame.observed(index, start))
@@ -535,7 +535,7 @@ def note_dry_spell(index, result, memory):
     and landed nothing; at DRY_SPELL a task says so, at twice that one known-good state is walked back too."""
     counts = None if result.outcome is Outcome.LANDED else \
         result.outcome in (Outcome.ROLLED_BACK, Outcome.TAMPERED) or \
-        result.outcome is Outcome.NO_CHANGE and bool(result.said.get("requests"))
+        result.outcome is Outcome.NO_CHANGE and bool(result.said.requests)
     memory.dry, stall = decide.dry_spell(memory.dry, counts, DRY_SPELL)
     if stall is None:
         return result
@@ -558,6 +558,6 @@ def waste_of(result):
         return result.failure.value
     if result.outcome is Outcome.NO_CHANGE:
         said = result.said
-        return "compile error" if said.get("outcome") == "rejected" else "nothing to apply" if said.get("refused") \
+        return "compile error" if said.outcome == "rejected" else "nothing to apply" if said.refused \
             and not result.changes else "outside" if result.outside else "no change"
     return result.outcome.value

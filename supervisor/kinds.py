@@ -1,5 +1,6 @@
-"""kinds: the words every room shares for an iteration: what it came to, what it failed on, the gate's verdict and
-the Result. It imports nothing of the keeper, so the record, its views and the policy read one vocabulary.
+"""kinds: the words every room shares for an iteration: what it came to, what it failed on, the gate's verdict, the
+run's Account and the Result. It imports nothing of the keeper, so the record, its views and the policy read one
+vocabulary.
 
     Result(Outcome.ROLLED_BACK, "tests failed", failure=Failure.TESTS, verdict=Verdict(Failure.TESTS, ...))
     Verdict().failure is None          # a gate's pass
@@ -75,6 +76,29 @@ class Verdict:
 
 
 @dataclass(frozen=True)
+class Account:
+    """What a run of the seed came to in its own words and the gateway's: how the seed said it ended (`outcome`:
+    "applied", "rejected" when its own compile check put the answer back, or "" when it left no record) and why,
+    what it refused to write (with what the gateway dropped of the answer), and the gateway's account of its
+    requests: the model, how many, their tokens, each call as the record keeps it, what was salvaged of a cut answer,
+    whether an answer came, the problem to act on ({"kind", "why", ...} or None), a request still under way; and
+    from the answer itself, its tasks and the open tasks it finished."""
+    outcome: str = ""
+    reason: str = ""
+    refused: tuple = ()
+    model: str | None = None
+    requests: int = 0
+    tokens: dict = field(default_factory=dict)
+    calls: tuple = ()
+    salvaged: str = ""
+    answered: bool = False
+    problem: dict | None = None
+    asking: bool = False
+    tasks: tuple = ()
+    done: tuple = ()
+
+
+@dataclass(frozen=True)
 class Result:
     """What one iteration came to, a value: the loop reads it, the record writes it once, the views render that
     row. What is learned after it is built makes a new one (dataclasses.replace)."""
@@ -89,7 +113,7 @@ class Result:
     restored: str | None = None    # the snapshot the folder went back to
     kept: str | None = None        # the snapshot keeping a failed change
     stuck: bool = False            # no known-good state is left to walk back to
-    said: dict = field(default_factory=dict)  # what the seed said it did, with the gateway's account of the run
+    said: Account = Account()      # what the seed said it did, with the gateway's account of the run
     changes: list = field(default_factory=list)  # [(path, kind, lines added, lines removed)] of the candidate
     landed: int = 0                # files a landing wrote
     not_landed: list = field(default_factory=list)  # the keeper's paths the run wrote, never landed

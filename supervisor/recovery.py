@@ -20,7 +20,7 @@ def write_iteration(row, result):
     """Write the iteration into the record with its requests (one transaction: a landing and its row go together),
     and those cut short that no row holds (the row counts them: `row` is updated), then its section of
     iteration_log.md, rendered from the row."""
-    book.writer().write(row, result.said.get("calls") or [], result.waste)
+    book.writer().write(row, result.said.calls, result.waste)
     SETTLING.unlink(missing_ok=True)
     journal.log_iteration(row)
 

@@ -16,6 +16,7 @@ import re
 import sys
 from dataclasses import dataclass
 
+from ..kinds import Account
 from ..scrub import printable, redact
 from ..settings import (JUDGED, LOG, LOG_BYTES, LOGS_ASIDE, LOGS_KEPT, MAX_FAILURE_TASKS, ROOT, TASK_LINES, TASKS, WORK,
                         stamp, tail_of, utc_now, write_atomically)
@@ -328,11 +329,12 @@ def account(record, use, shown):
     """The seed's record with the gateway's account of the run: the model, requests, tokens, what it dropped, and
     from the answer itself, its tasks and which of the open tasks `shown` to the seed it finished."""
     done = sorted({n for n in use["planned"]["done"] if 1 <= n <= len(shown)})
-    return {**record, "model": use["model"], "requests": use["requests"], "tokens": use["tokens"],
-            "calls": use["calls"], "salvaged": one_line(use["salvaged"]), "answered": use["answered"],
-            "problem": use["problem"], "asking": use["asking"], "tasks": one_line_each(use["planned"]["tasks"]),
-            "done": [shown[n - 1] for n in done],
-            "refused": record.get("refused", []) + [one_line(why) for why in use["refused"]]}
+    return Account(outcome=record["outcome"], reason=record["reason"],
+                   refused=(*record["refused"], *(one_line(why) for why in use["refused"])), model=use["model"],
+                   requests=use["requests"], tokens=use["tokens"], calls=tuple(use["calls"]),
+                   salvaged=one_line(use["salvaged"]), answered=use["answered"], problem=use["problem"],
+                   asking=use["asking"], tasks=tuple(one_line_each(use["planned"]["tasks"])),
+                   done=tuple(shown[n - 1] for n in done))
 
 
 def open_tasks():

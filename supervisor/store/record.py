@@ -86,25 +86,25 @@ def row_of(number, result, seconds, started=None):
     the export render from it. `outcome` is the headline as the log heads its section (for people and queries:
     no code decides anything from it; `kind` and `failure` are the values)."""
     said, verdict = result.said, result.verdict
-    tokens = said.get("tokens") or {}
+    tokens = said.tokens
     changes = [list(change) for change in result.changes]
     passing = verdict.passing if verdict and verdict.tests_ran else None
     score = result.score or {}
     return {"number": number, "started": started, "ended": stamp(utc_now()), "seconds": round(seconds, 3),
-            "model": said.get("model"), "kind": result.outcome.value, "outcome": redact(result.headline()),
+            "model": said.model, "kind": result.outcome.value, "outcome": redact(result.headline()),
             "reason": redact(result.reason), "until": result.until and stamp(result.until),
             "failure": result.failure and result.failure.value, "snapshot_before": result.start,
             "snapshot_after": result.after or result.restored, "restored": result.restored, "kept": result.kept,
             "files": changes, "lines_added": sum(c[2] for c in changes), "lines_removed": sum(c[3] for c in changes),
-            "tasks": [redact(t) for t in said.get("tasks") or []],
-            "done": [redact(t) for t in said.get("done") or []] if result.outcome is Outcome.LANDED else [],
-            "refused": [redact(t) for t in said.get("refused") or []], "not_landed": result.not_landed,
+            "tasks": [redact(t) for t in said.tasks],
+            "done": [redact(t) for t in said.done] if result.outcome is Outcome.LANDED else [],
+            "refused": [redact(t) for t in said.refused], "not_landed": result.not_landed,
             "outside": result.outside, "refusals": [redact(t) for t in result.refusals],
             "requests": reached_of(said), "prompt_tokens": tokens.get("prompt", 0),
             "output_tokens": tokens.get("output", 0), "thinking_tokens": tokens.get("thinking", 0),
             "passing": passing, "tests_passing": sum(passing.values()) if passing else None,
             "tests_ran": verdict and verdict.tests_ran, "gate_seconds": result.gate_seconds,
-            "score": score.get("score"), "scores": result.score, "salvaged": said.get("salvaged") or "",
+            "score": score.get("score"), "scores": result.score, "salvaged": said.salvaged,
             "stalled": result.stalled, "confinement": result.confinement,
             "output": redact("\n".join(telling_lines(result.output))), "budget": result.budget}
 
@@ -360,7 +360,7 @@ def date_requests(db):
 def reached_of(said):
     """The requests of an iteration that may have reached a model, as its quota and --status count them: not those
     the network kept from it."""
-    return said.get("requests", 0) - sum(call.get("kind") == UNREACHED for call in said.get("calls") or [])
+    return said.requests - sum(call.get("kind") == UNREACHED for call in said.calls)
 
 
 def keeper_digest(root=ROOT):

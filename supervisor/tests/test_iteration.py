@@ -50,15 +50,14 @@ def landed(k, text, number, good=False):
     return entry
 
 
-def said(requests=1, **told):
-    """What the seed said of its run, with the gateway's account of it (journal.account's shape)."""
-    return {"outcome": "applied", "refused": [], "reason": "", "model": "m", "requests": requests, "tokens": {},
-            "calls": [], "salvaged": "", "answered": requests > 0, "problem": None, "asking": False, "tasks": [],
-            "done": [], **told}
+def said(k, requests=1, **told):
+    """What the seed said of its run, with the gateway's account of it (as journal.account makes it)."""
+    return k.kinds.Account(**{"outcome": "applied", "model": "m", "requests": requests, "answered": requests > 0,
+                              **told})
 
 
 def crash(k, output="Traceback (most recent call last):\n  File \"seed.py\", line 3, in main\nValueError: broke\n"):
-    return k.iteration.Run(1, output, said(requests=0))
+    return k.iteration.Run(1, output, said(k, requests=0))
 
 
 def test_a_seed_that_crashes_where_it_never_ran_well_walks_back_to_the_last_known_good_state(keeper):
@@ -148,7 +147,7 @@ def test_the_same_failure_of_the_runs_own_doing_twice_from_a_landed_state_walks_
     the second time from the same landed state goes back to the last known-good one, without a dry spell."""
     k, memory = keeper, keeper.iteration.Memory()
     saboteur = landed(k, "NOTES = ['sabotage']\n", 2)
-    run = k.iteration.Run(0, "", said(), untrusted=".seed/record.json: a symbolic link, not a file")
+    run = k.iteration.Run(0, "", said(k), untrusted=".seed/record.json: a symbolic link, not a file")
     first = k.iteration.settle(3, k.index, saboteur, run, memory)
     assert first.outcome is k.kinds.Outcome.ROLLED_BACK and first.restored == saboteur["id"]
     assert not saboteur["good"]  # it asked the model, but its run failed: not known good
@@ -162,7 +161,7 @@ def test_a_change_the_gate_fails_rolls_back_to_where_it_started_and_becomes_a_ta
     start = landed(k, "NOTES = ['landed']\n", 2, good=True)
     bad = k.snapshots.store_object(b"def test_fails():\n    assert 1 == 2\n")
     files = {**k.snapshots.files_of(start), "tests/test_fails.py": bad}
-    run = k.iteration.Run(0, "", said(), files=files, changes=[("tests/test_fails.py", "new", 2, 0)])
+    run = k.iteration.Run(0, "", said(k), files=files, changes=[("tests/test_fails.py", "new", 2, 0)])
     result = k.iteration.settle(3, k.index, start, run, memory)
     assert result.outcome is k.kinds.Outcome.ROLLED_BACK and result.failure is k.kinds.Failure.TESTS
     assert result.restored == start["id"] and result.kept and not memory.bad
@@ -173,16 +172,16 @@ def test_a_change_the_gate_fails_rolls_back_to_where_it_started_and_becomes_a_ta
 def test_a_dry_spell_becomes_a_task_and_twice_as_long_walks_back_one_known_good_state(keeper):
     k, memory = keeper, keeper.iteration.Memory()
     landed(k, "NOTES = ['one']\n", 2, good=True)
-    nothing = k.kinds.Result(k.kinds.Outcome.NO_CHANGE, said=said())
+    nothing = k.kinds.Result(k.kinds.Outcome.NO_CHANGE, said=said(k))
     results = []
     for n in range(2 * k.settings.DRY_SPELL):
         k.index["iteration"] = 3 + n
-        results.append(k.iteration.note_dry_spell(k.index, k.kinds.Result(k.kinds.Outcome.NO_CHANGE, said=said()),
+        results.append(k.iteration.note_dry_spell(k.index, k.kinds.Result(k.kinds.Outcome.NO_CHANGE, said=said(k)),
                                                   memory))
     assert results[k.settings.DRY_SPELL - 1].stalled == f"nothing has landed in the last {k.settings.DRY_SPELL} iterations"
     assert "went back to snapshot" in results[-1].stalled and memory.dry == 0
     assert (k.root / "notes.py").read_text() == "NOTES = []\n"
-    waits = k.kinds.Result(k.kinds.Outcome.WAITING, said=said(requests=0))
+    waits = k.kinds.Result(k.kinds.Outcome.WAITING, said=said(k, requests=0))
     assert k.iteration.note_dry_spell(k.index, waits, memory) == waits  # a wait asks nothing: no dry iteration
     assert k.iteration.note_dry_spell(k.index, nothing, memory) == nothing
     assert memory.dry == 1 and "Stalled:" in (k.root / "pending_tasks.md").read_text()

@@ -25,7 +25,7 @@ HOSTILE = "<script>alert(1)</script>"
 
 report, export, record = load_keeper("report"), load_keeper("export"), load_keeper("record")
 history, Reader = load_keeper("history"), load_keeper("snapshots").Reader
-Outcome, Result = load_keeper("kinds").Outcome, load_keeper("kinds").Result
+Account, Outcome, Result = load_keeper("kinds").Account, load_keeper("kinds").Outcome, load_keeper("kinds").Result
 
 
 class Workspace:
@@ -81,8 +81,8 @@ class Workspace:
         lines.append(f"- Files: {describe(changes_between(self.files, changed)) or 'none changed'}")
         kind = next(kind for kind in Outcome if outcome.startswith(kind.value))
         result = Result(kind, changes=changes_between(self.files, changed), start=start["id"],
-                        said={"model": model, "requests": requests, "tasks": list(tasks), "done": list(done),
-                              "tokens": {"prompt": 1000, "output": 200, "thinking": 0}})
+                        said=Account(model=model, requests=requests, tasks=tuple(tasks), done=tuple(done),
+                                     tokens={"prompt": 1000, "output": 200, "thinking": 0}))
         if kind is Outcome.ROLLED_BACK:
             kept = self.snapshot("failed", changed, time)
             lines += [f"- Reason: {reason}", f"- Restored snapshot {start['id']}; the failing state is kept as "
@@ -109,7 +109,7 @@ class Workspace:
         if self.book:
             row = record.row_of(self.number, result, 1.0)
             row["ended"], row["outcome"] = f"{time:%Y-%m-%d %H:%M:%S} UTC", outcome
-            calls = [{"model": model, "kind": "answer", "day": day, "tokens": result.said["tokens"] if n == 0 else
+            calls = [{"model": model, "kind": "answer", "day": day, "tokens": result.said.tokens if n == 0 else
                       {"prompt": 0, "output": 0, "thinking": 0}} for n in range(requests)]
             self.book.write(row, calls)
 
