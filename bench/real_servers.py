@@ -432,7 +432,7 @@ def genai_through_gateway(python, settings):
         gateway = backends.open_gateway(settings, state, say=lambda line: None)
         try:
             plan = gateway.open_run(len(GOAL))
-            done = subprocess.run([str(python), "-c", GENAI, gateway.url, plan["token"], json.dumps(body)],
+            done = subprocess.run([str(python), "-c", GENAI, gateway.url, plan.token, json.dumps(body)],
                                   capture_output=True, text=True, timeout=120)
         finally:
             gateway.close()

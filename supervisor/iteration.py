@@ -121,7 +121,7 @@ class Memory:
 def run_iteration(number, index, timeout, memory, gateway, confinement=""):
     """Ask the gateway for a model, run the seed once, judge what it left, land it or not: the Result."""
     plan = gateway.open_run(journal.steering_size())
-    if "token" not in plan:
+    if plan.token is None:
         return unasked(plan, gateway)
     phase("snapshot of the codebase", restart=True)
     start = snap.snapshot(index, "before" if index["snapshots"] else "genesis", number)
@@ -132,16 +132,16 @@ def run_iteration(number, index, timeout, memory, gateway, confinement=""):
     around = blame.world()  # before the run: what a state that runs well now ran well with
     try:
         code, output = run_seed(timeout, gateway, plan)
-        run = replace(take(code, output, gateway.close_run(plan["token"]), shown, start), world=around)
+        run = replace(take(code, output, gateway.close_run(plan.token), shown, start), world=around)
         result = settle(number, index, start, run, memory)
     except KeyboardInterrupt:
-        memory.interrupted = journal.account(journal.read_record(b""), gateway.close_run(plan["token"], linger=0),
+        memory.interrupted = journal.account(journal.read_record(b""), gateway.close_run(plan.token, linger=0),
                                              shown)
         terrarium.set_aside(index, start, number)
         raise
     finally:
         UNDER_WAY.unlink(missing_ok=True)
-    result = replace(result, confinement=confinement, refusals=refusals(output), budget=plan["budget"])
+    result = replace(result, confinement=confinement, refusals=refusals(output), budget=plan.budget)
     if run.said.answered and result.outcome is not Outcome.LANDED:
         result = replace(result, waste=waste_of(result))  # kept with the row's requests
     repeated = False
@@ -184,10 +184,10 @@ def mendable(run, result):
 def unasked(plan, gateway):
     """What came of asking nothing: the gateway says until when to wait, or why never. Nothing ran, so it is no
     iteration: it takes no number, and is said on the console, not recorded."""
-    if "stop" in plan:
-        why = too_big_for_every_model(gateway) if plan.get("steering") and not gateway.backend.local else plan["stop"]
+    if plan.stop is not None:
+        why = too_big_for_every_model(gateway) if plan.steering and not gateway.backend.local else plan.stop
         return Result(Outcome.STOPPED, "configuration error", why, asked=False)
-    return Result(Outcome.WAITING, reason=plan["why"], until=plan["wait_until"], asked=False)
+    return Result(Outcome.WAITING, reason=plan.why, until=plan.wait_until, asked=False)
 
 
 def too_big_for_every_model(gateway):
@@ -203,11 +203,11 @@ def run_seed(timeout, gateway, plan):
     """`python seed.py` in the working copy, confined, with the gateway's address and the run's token, model
     and budget: never the key. Its time limit grows by what the gateway itself waits during the run (pacing,
     retries), and the seed waits for its answer as long as the gateway may make it wait besides."""
-    env = terrarium.clean_env(GEMINI_API_BASE=gateway.url, GEMINI_API_KEY=plan["token"], GEMINI_MODEL=plan["model"],
-                              SEED_PROMPT_TOKENS=str(plan["budget"]), SEED_TIMEOUT=str(int(timeout + gateway.max_wait)),
+    env = terrarium.clean_env(GEMINI_API_BASE=gateway.url, GEMINI_API_KEY=plan.token, GEMINI_MODEL=plan.model,
+                              SEED_PROMPT_TOKENS=str(plan.budget), SEED_TIMEOUT=str(int(timeout + gateway.max_wait)),
                               SEED_KEEPER=SEED_KEEPER, PYTHONUNBUFFERED="1")
     rules = terrarium.policy(gateway_port=gateway.server.server_address[1])
-    return terrarium.run_bounded(terrarium.python("seed.py"), env, lambda: timeout + gateway.waited(plan["token"]),
+    return terrarium.run_bounded(terrarium.python("seed.py"), env, lambda: timeout + gateway.waited(plan.token),
                                  rules, watch=show_seed_progress, start=zygote.start)
 
 
@@ -368,16 +368,16 @@ def scored(run, start):
 # --- a run that failed nothing --------------------------------------------------------------------
 def settle_run(number, index, start, run, verdict, score):
     """Land the change (ticking what its answer finished), or say why nothing changed."""
-    said, problem = run.said, run.said.problem or {}
+    said, problem = run.said, run.said.problem
     base = dict(start=start["id"], said=said, changes=run.changes, not_landed=run.not_landed)
-    if problem.get("kind") == "stop" or run.code == EX_CONFIG:
-        result = Result(Outcome.STOPPED, "configuration error", problem.get("why") or seed_message(run), **base)
-    elif problem.get("kind") == "wait" and not run.changes:
-        result = Result(Outcome.WAITING, reason=problem["why"], until=problem["until"], **base)
+    if problem and problem.kind == "stop" or run.code == EX_CONFIG:
+        result = Result(Outcome.STOPPED, "configuration error", problem.why if problem else seed_message(run), **base)
+    elif problem and problem.kind == "wait" and not run.changes:
+        result = Result(Outcome.WAITING, reason=problem.why, until=problem.until, **base)
     elif run.changes:
         result = land(number, index, start, run, verdict, score, base)
     else:
-        why = problem.get("why") or said.reason or (seed_message(run) if run.code else "") or \
+        why = (problem.why if problem else "") or said.reason or (seed_message(run) if run.code else "") or \
             SPACING * run.spacing or \
             (f"nothing to apply: {'; '.join(said.refused)}" if said.refused else "")
         result = Result(Outcome.NO_CHANGE, why, why, **base)

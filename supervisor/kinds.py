@@ -81,7 +81,8 @@ class Account:
     "applied", "rejected" when its own compile check put the answer back, or "" when it left no record) and why,
     what it refused to write (with what the gateway dropped of the answer), and the gateway's account of its
     requests: the model, how many, their tokens, each call as the record keeps it, what was salvaged of a cut answer,
-    whether an answer came, the problem to act on ({"kind", "why", ...} or None), a request still under way; and
+    whether an answer came, the problem to act on (the gateway's outcomes.Problem, or None), a request still under
+    way; and
     from the answer itself, its tasks and the open tasks it finished."""
     outcome: str = ""
     reason: str = ""
@@ -92,7 +93,7 @@ class Account:
     calls: tuple = ()
     salvaged: str = ""
     answered: bool = False
-    problem: dict | None = None
+    problem: object = None
     asking: bool = False
     tasks: tuple = ()
     done: tuple = ()

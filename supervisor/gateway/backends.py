@@ -31,8 +31,8 @@ class Backend(Protocol):
     answer_format: str  # what answers.adapt asks the model for: "json" (the seed's schema) or "files" (<file> blocks)
 
     def prepare(self, models):
-        """What the backend must learn before planning (a server's context, say): None, or one line saying why
-        it cannot serve."""
+        """What the backend must learn before planning (a server's context, say): None, or an outcomes.Plan to stop
+        or wait when it cannot serve now."""
 
     def room(self, model, facts):
         """The largest prompt, in estimated tokens, the model can be given."""

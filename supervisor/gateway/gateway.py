@@ -3,10 +3,10 @@ whom, and when.
 
     gw = Gateway(backend, state=Path("backups"))   # backend: gemini.py's or openai_compatible.py's (backends.py)
     gw.start()                                     # a loopback server at gw.url (door.py)
-    plan = gw.open_run(steering)        # {"token", "model", "budget"}, or {"wait_until", "why"}, or {"stop"}
-    ...                                 # the seed runs with GEMINI_API_BASE=gw.url, GEMINI_API_KEY=plan["token"]
-    gw.waited(plan["token"])            # seconds the gateway itself waited during the run (its limit grows by them)
-    report = gw.close_run(plan["token"])  # what the run asked, spent, got, refused; any problem; each call's
+    plan = gw.open_run(steering)        # an outcomes.Plan: a run (token, model, budget), a wait or a stop
+    ...                                 # the seed runs with GEMINI_API_BASE=gw.url, GEMINI_API_KEY=plan.token
+    gw.waited(plan.token)               # seconds the gateway itself waited during the run (its limit grows by them)
+    report = gw.close_run(plan.token)   # what the run asked, spent, got, refused; any problem; each call's
                                           # bytes as the seed asked, as sent upstream, received, and cleaned
     gw.close()
 The seed POSTs /v1beta/models/{any}:generateContent (or /v1/...) with its run's token, checked before its body
@@ -33,6 +33,7 @@ import secrets
 import threading
 import time
 from collections import Counter
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -43,7 +44,7 @@ from .answers import CHARS_PER_TOKEN, MARGIN
 from ..store.ledger import Books, next_pacific_midnight, utc_now
 from ..store.record import Sent
 from .models import FEATURES, Models
-from .outcomes import Kind, MovedOn, Reply, Retry, refusal, stopping, unusable, waiting
+from .outcomes import Kind, MovedOn, Plan, Reply, Retry, Trouble, refusal, stopping, unusable, waiting
 from ..settings import KEY_SHAPES, NAMED
 
 # --- settings ---------------------------------------------------------------------------------
@@ -116,7 +117,7 @@ class Gateway:
         with self.lock:
             self.steering = steering // CHARS_PER_TOKEN
             if self.stopped or plan:
-                return {"stop": self.stopped} if self.stopped else plan
+                return Plan(stop=self.stopped) if self.stopped else plan
             hindrances = [self.hindrance(model) for model in self.models]
             if None in hindrances:
                 return self.start_run(self.models[hindrances.index(None)])
@@ -127,7 +128,7 @@ class Gateway:
         if self.run:
             self.run.over.set()
         self.run = Run(model, self.budget(model))
-        return {"token": self.run.token, "model": model, "budget": self.run.budget}
+        return Plan(token=self.run.token, model=model, budget=self.run.budget)
 
     def waited(self, token):
         """Seconds the gateway itself waited (pacing, retries) during the run of this token."""
@@ -199,11 +200,11 @@ class Gateway:
         """A wait until the first model frees up, or a stop when waiting frees none."""
         waits = [(until, why) for kind, until, why in hindrances if kind in ("spent", "paced")]
         if waits:
-            return {"wait_until": min(until for until, _ in waits), "why": "; ".join(why for _, _, why in hindrances)}
+            return Plan(wait_until=min(until for until, _ in waits), why="; ".join(why for _, _, why in hindrances))
         models_to_fix = any(kind != "steering" for kind, _, _ in hindrances)
-        stop = {"stop": f"no usable model: {'; '.join(why for _, _, why in hindrances)}."
-                        + (" " + self.model_help() if models_to_fix else "")}
-        return stop if models_to_fix else {**stop, "steering": True}  # only the person's goal and tasks keep them out
+        return Plan(stop=f"no usable model: {'; '.join(why for _, _, why in hindrances)}."
+                    + (" " + self.model_help() if models_to_fix else ""),
+                    steering=not models_to_fix)  # only the person's goal and tasks keep them out
 
     def model_help(self):
         """How to name models that can be asked: with --model when this run's came from it, not from .env."""
@@ -279,7 +280,7 @@ class Gateway:
             return reply.status, self.settle(run, reply)
         except Exception as error:  # a bug of the gateway's must not end the keeper: it becomes this run's problem
             why = f"the gateway failed: {type(error).__name__}: {error}"
-            return 500, self.settle(run, Reply(500, "INTERNAL", why, {"kind": "unusable", "why": why}))
+            return 500, self.settle(run, unusable(why, 500))
         finally:
             if run:
                 with run.busy:
@@ -315,7 +316,7 @@ class Gateway:
                 continue
             with self.lock:
                 run.answered = True
-                run.problem = run.problem if (run.problem or {}).get("kind") == "stop" else None
+                run.problem = run.problem if run.problem and run.problem.kind is Trouble.STOP else None
             return answer
 
     def ask_model(self, run, model, request, deadline):
@@ -418,12 +419,12 @@ class Gateway:
         """The error body for the seed, redacted; its problem becomes the run's (a stop is never replaced)."""
         reply.message = self.redact(reply.message)
         if reply.problem:
-            reply.problem["why"] = self.redact(reply.problem["why"])
-            self.say(f"gateway: {reply.problem['kind']}: {reply.problem['why']}")
+            reply.problem = replace(reply.problem, why=self.redact(reply.problem.why))
+            self.say(f"gateway: {reply.problem.kind.value}: {reply.problem.why}")
         with self.lock:
-            if reply.problem and reply.problem["kind"] == "stop":
-                self.stopped = reply.problem["why"]
-            if run and reply.problem and (run.problem or {}).get("kind") != "stop":
+            if reply.problem and reply.problem.kind is Trouble.STOP:
+                self.stopped = reply.problem.why
+            if run and reply.problem and not (run.problem and run.problem.kind is Trouble.STOP):
                 run.problem = reply.problem
         return reply.body()
 
@@ -452,7 +453,7 @@ def report_of(run):
     return {"model": calls[-1]["model"] if calls else None, "requests": len(calls), "calls": calls,
             "tokens": {name: sum(call["tokens"][name] for call in calls) for name in TOKEN_FIELDS},
             "refused": list(run.refused), "salvaged": run.salvaged, "answered": run.answered,
-            "problem": copy.copy(run.problem), "planned": copy.deepcopy(run.planned)}
+            "problem": run.problem, "planned": copy.deepcopy(run.planned)}
 
 
 def same(token, expected):

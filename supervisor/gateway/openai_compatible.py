@@ -33,7 +33,7 @@ from datetime import timedelta
 import requests
 
 from .answers import FOLD_TOKENS, MARGIN
-from .outcomes import TAPE, Kind, Reading, TooLarge, fetch_bounded, one_line, utc_now
+from .outcomes import TAPE, Kind, Plan, Reading, TooLarge, fetch_bounded, one_line, utc_now
 from .streaming import STREAM, reader
 
 # --- settings ---------------------------------------------------------------------------------
@@ -126,7 +126,7 @@ class OpenAICompatible:
                 if not self.reached:
                     refused, self.listed = read_model_list(self.upstream, self.key)
                     if refused:
-                        return {"stop": refused}
+                        return Plan(stop=refused)
                 found = read_context(self.upstream, self.key, model, self.context_tokens)
             except requests.RequestException as error:
                 return self.unreachable_plan(error)
@@ -138,9 +138,9 @@ class OpenAICompatible:
     def unreachable_plan(self, error):
         """Stop when the server never answered (it is not running); wait when it stopped after answering."""
         if not self.reached:
-            return {"stop": f"cannot reach {self.upstream}: {START_HINT}"}
-        return {"wait_until": utc_now() + timedelta(minutes=RETRY_LATER_MINUTES),
-                "why": f"cannot reach {self.upstream} ({type(error).__name__}): is the server still running?"}
+            return Plan(stop=f"cannot reach {self.upstream}: {START_HINT}")
+        return Plan(wait_until=utc_now() + timedelta(minutes=RETRY_LATER_MINUTES),
+                    why=f"cannot reach {self.upstream} ({type(error).__name__}): is the server still running?")
 
     def context(self, model):
         """The model's context length, as the server said it, else as the setting has it."""

@@ -1,4 +1,4 @@
-"""outcomes: the vocabulary between the gateway and its backends, and between the gateway and the seed.
+"""outcomes: the vocabulary between the gateway and its backends, the seed and the loop.
 
     response = fetch_bounded("POST", url, body, headers, timeout)   # requests' Response, its body read to a cap
     Reading(Kind.RETRY_LATER, "server error 503", why="answered 503: Loading model")
@@ -6,7 +6,8 @@
                                                                     # shape, and the problem it means for the run
 Each backend (gemini.py, openai_compatible.py) reads its server's answers and errors, whatever their status,
 into one Reading; the gateway acts on its Kind and never reads a wire format itself. What the seed gets
-instead of an answer is a Reply: wait (until when), stop (why), or unusable.
+instead of an answer is a Reply: wait (until when), stop (why), or unusable. What the loop gets for its next
+run is a Plan: a run, a wait or a stop.
 """
 import math
 import threading
@@ -72,6 +73,21 @@ def read_whole(response):
 
 
 # --- what the seed gets instead of an answer ----------------------------------------------------
+class Trouble(str, Enum):
+    """What a problem of a run means for the loop."""
+    STOP = "stop"          # nothing will serve before a person fixes something: the loop stops
+    WAIT = "wait"          # a quota or a server: the loop waits until `until`
+    UNUSABLE = "unusable"  # this run's answer cannot be used: the next run asks again
+
+
+@dataclass(frozen=True)
+class Problem:
+    """The problem a Reply means for the run: its kind, why in one line, and until when for a wait."""
+    kind: Trouble
+    why: str
+    until: datetime | None = None
+
+
 class Reply(Exception):
     """An error for the seed in Gemini's shape, and the problem it means for the run (None: the seed's own)."""
 
@@ -95,26 +111,40 @@ class Retry(Exception):
         self.kind, self.why, self.delay = kind, why, delay
 
 
+@dataclass(frozen=True)
+class Plan:
+    """What the gateway decides for the next seed run: a run (its `token`, `model` and prompt `budget`), or a wait
+    (`wait_until`, `why`), or a stop (`stop` says why; `steering` when only the person's goal and open tasks keep
+    every model out)."""
+    token: str | None = None
+    model: str | None = None
+    budget: int = 0
+    wait_until: datetime | None = None
+    why: str = ""
+    stop: str | None = None
+    steering: bool = False
+
+
 class MovedOn(Exception):
     """This model cannot answer before its reset (its day spent, or gone): the next one may."""
 
 
 def waiting(until, why, status=429):
     return Reply(status, "RESOURCE_EXHAUSTED" if status == 429 else "UNAVAILABLE", why,
-                 {"kind": "wait", "until": until, "why": why}, until)
+                 Problem(Trouble.WAIT, why, until), until)
 
 
 def stopping(why):
-    return Reply(403, "PERMISSION_DENIED", why, {"kind": "stop", "why": why})
+    return Reply(403, "PERMISSION_DENIED", why, Problem(Trouble.STOP, why))
 
 
 def unusable(why, status=502, name="INTERNAL"):
-    return Reply(status, name or "INTERNAL", why, {"kind": "unusable", "why": why})
+    return Reply(status, name or "INTERNAL", why, Problem(Trouble.UNUSABLE, why))
 
 
-def refusal(summary):
+def refusal(plan):
     """A plan that says wait or stop, as a Reply for the seed."""
-    return stopping(summary["stop"]) if "stop" in summary else waiting(summary["wait_until"], summary["why"])
+    return stopping(plan.stop) if plan.stop is not None else waiting(plan.wait_until, plan.why)
 
 
 def one_line(text):

@@ -20,7 +20,7 @@ from conftest import load_keeper, requests_booked
 
 gateway_module, answers, door, gemini, ledger_module = (load_keeper(name) for name in
                                                         ("gateway", "answers", "door", "gemini", "ledger"))
-Gateway = gateway_module.Gateway
+Gateway, Plan = gateway_module.Gateway, load_keeper("outcomes").Plan
 CUT_AT_THE_LIMIT = "cut off (MAX_TOKENS: the answer was cut off at its token limit): kept the 1 file(s) that came whole"
 KEY = "AIzaSy" + uuid.uuid4().hex + uuid.uuid4().hex[:1]  # the shape of a real key: AIza and 35 characters
 FLASH, LITE, GEMMA = "gemini-3.5-flash", "gemini-3.5-flash-lite", "gemma-4-26b-a4b-it"
@@ -108,10 +108,10 @@ def test_a_wrong_or_stale_token_gets_401_and_nothing_is_forwarded(gateway, upstr
     gw = gateway()
     assert ask(gw, "no-run-yet").status_code == 401
     plan = gw.open_run()
-    assert ask(gw, plan["token"] + "x").status_code == 401
+    assert ask(gw, plan.token + "x").status_code == 401
     assert ask(gw, KEY).status_code == 401  # the real key is no token either
-    gw.close_run(plan["token"])
-    stale = ask(gw, plan["token"])
+    gw.close_run(plan.token)
+    stale = ask(gw, plan.token)
     assert stale.status_code == 401 and stale.json()["error"]["status"] == "UNAUTHENTICATED"
     assert upstream.requests == [] and requests_booked(state) == {}
 
@@ -120,10 +120,10 @@ def test_requests_beyond_the_runs_cap_get_429_and_are_not_forwarded(gateway, ups
     upstream.reply(api.answer(NOTES)).reply(api.answer(NOTES))
     gw = gateway(requests_per_run=1)
     plan = gw.open_run()
-    assert ask(gw, plan["token"]).status_code == 200
-    capped = ask(gw, plan["token"])
+    assert ask(gw, plan.token).status_code == 200
+    capped = ask(gw, plan.token)
     assert capped.status_code == 429 and capped.json()["error"]["message"].startswith("request cap reached")
-    report = gw.close_run(plan["token"])
+    report = gw.close_run(plan.token)
     assert len(upstream.requests) == 1 and report["requests"] == 1 and report["answered"] and report["problem"] is None
     assert requests_booked(state)[FLASH]["requests"] == 1
 
@@ -132,25 +132,25 @@ def test_the_model_in_the_path_is_advisory_and_no_token_goes_upstream(gateway, u
     upstream.reply(api.answer(NOTES))
     gw = gateway()
     plan = gw.open_run()
-    assert ask(gw, plan["token"], seed_body(), model="gemini-9-ultra").status_code == 200
+    assert ask(gw, plan.token, seed_body(), model="gemini-9-ultra").status_code == 200
     [sent] = upstream.requests
     assert sent["path"] == f"/v1beta/models/{FLASH}:generateContent"
     assert sent["headers"]["x-goog-api-key"] == KEY and KEY not in sent["path"]
-    assert plan["token"] not in json.dumps(sent, default=bytes.decode)  # the bytes it came as, too
+    assert plan.token not in json.dumps(sent, default=bytes.decode)  # the bytes it came as, too
     assert sent["body"]["generationConfig"]["responseSchema"] == SCHEMA
     assert sent["body"]["systemInstruction"] == {"parts": [{"text": RULES}]}
 
 
 # --- what may be asked, and of whom -----------------------------------------------------------
 def test_each_model_gets_the_budget_its_minute_can_take(gateway, monkeypatch):
-    assert gateway([FLASH]).open_run()["budget"] == 60_000
-    assert gateway([FLASH], prompt_tokens=30_000).open_run()["budget"] == 30_000
-    assert gateway([FLASH], prompt_tokens=3_000).open_run()["budget"] == 3_000  # the user's, however small
+    assert gateway([FLASH]).open_run().budget == 60_000
+    assert gateway([FLASH], prompt_tokens=30_000).open_run().budget == 30_000
+    assert gateway([FLASH], prompt_tokens=3_000).open_run().budget == 3_000  # the user's, however small
     plan = gateway([GEMMA]).open_run()
-    assert plan["model"] == GEMMA and plan["budget"] == budget_for(16_000) < 12_000
-    assert gateway(["gemini-9-flash"]).open_run()["budget"] == budget_for(16_000)  # unknown: the cautious row
+    assert plan.model == GEMMA and plan.budget == budget_for(16_000) < 12_000
+    assert gateway(["gemini-9-flash"]).open_run().budget == budget_for(16_000)  # unknown: the cautious row
     monkeypatch.setenv("GEMINI_LIMITS", f"{GEMMA}=30/40000/1500")
-    assert gateway([GEMMA], limits=None).open_run()["budget"] == budget_for(40_000)
+    assert gateway([GEMMA], limits=None).open_run().budget == budget_for(40_000)
     with pytest.raises(ValueError, match="GEMINI_LIMITS: 'gemma=30' is not model=requests a minute"):
         gateway([GEMMA], limits="gemma=30")
 
@@ -158,25 +158,25 @@ def test_each_model_gets_the_budget_its_minute_can_take(gateway, monkeypatch):
 def test_a_prompt_too_big_for_gemmas_minute_is_never_forwarded(gateway, upstream, state):
     gw = gateway([GEMMA])
     plan = gw.open_run()
-    response = ask(gw, plan["token"], seed_body("x" * 16_000 * 3))
+    response = ask(gw, plan.token, seed_body("x" * 16_000 * 3))
     assert response.status_code == 400 and "over this run's budget" in response.json()["error"]["message"]
     assert upstream.requests == [] and requests_booked(state) == {}
-    assert gw.close_run(plan["token"])["requests"] == 0
+    assert gw.close_run(plan.token)["requests"] == 0
 
 
 def test_a_spent_day_is_skipped_until_midnight_pacific_and_remembered_by_a_new_gateway(gateway, upstream):
     upstream.reply(api.per_day())
     gw = gateway()
     plan = gw.open_run()
-    response = ask(gw, plan["token"])
+    response = ask(gw, plan.token)
     assert response.status_code == 429
     delay = response.json()["error"]["details"][0]["retryDelay"]
     assert abs(float(delay.rstrip("s")) - seconds_from_now(next_pacific_midnight())) < 3
-    problem = gw.close_run(plan["token"])["problem"]
-    assert problem["kind"] == "wait" and problem["until"] == next_pacific_midnight() and FLASH in problem["why"]
+    problem = gw.close_run(plan.token)["problem"]
+    assert problem.kind == "wait" and problem.until == next_pacific_midnight() and FLASH in problem.why
     gw.close()
     again = gateway().open_run()
-    assert again["wait_until"] == next_pacific_midnight() and "daily quota spent" in again["why"]
+    assert again.wait_until == next_pacific_midnight() and "daily quota spent" in again.why
     assert len(upstream.requests) == 1
 
 
@@ -184,28 +184,28 @@ def test_a_day_whose_requests_the_ledger_counted_is_skipped_without_asking(gatew
     upstream.reply(api.answer(NOTES))
     gw = gateway([FLASH, LITE], limits=f"{FLASH}=5/250000/1")
     plan = gw.open_run()
-    assert plan["model"] == FLASH and ask(gw, plan["token"]).status_code == 200
-    gw.close_run(plan["token"])
-    assert gw.open_run()["model"] == LITE
-    assert gateway([FLASH], limits=f"{FLASH}=5/250000/1").open_run()["wait_until"] == next_pacific_midnight()
+    assert plan.model == FLASH and ask(gw, plan.token).status_code == 200
+    gw.close_run(plan.token)
+    assert gw.open_run().model == LITE
+    assert gateway([FLASH], limits=f"{FLASH}=5/250000/1").open_run().wait_until == next_pacific_midnight()
     assert upstream.models_asked() == [FLASH]
 
 
 def test_a_model_whose_prompt_cannot_hold_the_persons_goal_and_tasks_is_not_planned(gateway, upstream):
     upstream.reply(api.answer(NOTES))
     goal = 50_000 * 3  # characters of goal.md and the open tasks: about 50,000 tokens
-    assert gateway([GEMMA, FLASH], prompt_tokens=100_000).open_run(goal)["model"] == FLASH
-    stop = gateway([GEMMA]).open_run(goal)["stop"]
+    assert gateway([GEMMA, FLASH], prompt_tokens=100_000).open_run(goal).model == FLASH
+    stop = gateway([GEMMA]).open_run(goal).stop
     assert f"{GEMMA}: goal.md and the open tasks (~50,000 tokens), with the seed's rules, the log's end and a little " \
            f"code (~2,000), are ~40,375 tokens over its prompt of 11,625" in stop
     assert stop.endswith("shorten them.") and "GEMINI_MODEL" not in stop  # the files to fix, not the models
     gw = gateway([FLASH, GEMMA], limits=f"{FLASH}=5/250000/1", prompt_tokens=100_000)
     plan = gw.open_run(goal)
-    assert plan["model"] == FLASH and ask(gw, plan["token"]).status_code == 200
-    gw.close_run(plan["token"])
+    assert plan.model == FLASH and ask(gw, plan.token).status_code == 200
+    gw.close_run(plan.token)
     spent = gw.open_run(goal)  # Flash's day is spent and Gemma cannot take the goal: wait for Flash, and say why
-    assert spent["wait_until"] == next_pacific_midnight() and "goal.md and the open tasks" in spent["why"]
-    assert gateway([GEMMA]).open_run(3_000)["model"] == GEMMA  # a goal of a few lines: Gemma as before
+    assert spent.wait_until == next_pacific_midnight() and "goal.md and the open tasks" in spent.why
+    assert gateway([GEMMA]).open_run(3_000).model == GEMMA  # a goal of a few lines: Gemma as before
     assert upstream.models_asked() == [FLASH]
 
 
@@ -221,21 +221,21 @@ def test_network_errors_do_not_spend_the_day(gateway, state):
     closed.close()
     gw = gateway(limits=f"{FLASH}=5/250000/3", upstream_url=unreachable)
     plan = gw.open_run()
-    response = ask(gw, plan["token"])
+    response = ask(gw, plan.token)
     assert response.status_code == 503 and "check the network, or GEMINI_API_BASE in .env" in \
         response.json()["error"]["message"]  # a server of the tests', not Google's: the setting is named
-    assert [call["kind"] for call in gw.close_run(plan["token"])["calls"]] == ["network error"] * 3
-    assert requests_booked(state)[FLASH]["requests"] == 3 and gw.open_run()["model"] == FLASH
+    assert [call["kind"] for call in gw.close_run(plan.token)["calls"]] == ["network error"] * 3
+    assert requests_booked(state)[FLASH]["requests"] == 3 and gw.open_run().model == FLASH
 
 
 def test_a_per_day_429_moves_on_to_the_next_model_within_the_same_request(gateway, upstream):
     upstream.reply(api.per_day(), model=FLASH).reply(api.answer(NOTES), model=LITE)
     gw = gateway([FLASH, LITE])
     plan = gw.open_run()
-    response = ask(gw, plan["token"])
+    response = ask(gw, plan.token)
     assert response.status_code == 200 and answer_of(response)["files"] == [{"path": p, "content": c} for p, c in NOTES]
     assert upstream.models_asked() == [FLASH, LITE]
-    report = gw.close_run(plan["token"])
+    report = gw.close_run(plan.token)
     assert report["model"] == LITE and report["requests"] == 2 and report["answered"] and report["problem"] is None
     assert [call["kind"] for call in report["calls"]] == ["429 per day", "answer"]
 
@@ -244,24 +244,24 @@ def test_a_per_day_429_does_not_move_on_to_a_model_the_prompt_does_not_fit(gatew
     upstream.reply(api.per_day(), model=FLASH)
     gw = gateway([FLASH, GEMMA])
     plan = gw.open_run()
-    assert ask(gw, plan["token"], seed_body("x" * 15_000 * 3)).status_code == 429
+    assert ask(gw, plan.token, seed_body("x" * 15_000 * 3)).status_code == 429
     assert upstream.models_asked() == [FLASH]
-    problem = gw.close_run(plan["token"])["problem"]
-    assert problem["kind"] == "wait" and seconds_from_now(problem["until"]) <= 0  # the next run, with Gemma's budget
-    assert "over the budget of every model left" in problem["why"]
-    assert gw.open_run()["model"] == GEMMA
+    problem = gw.close_run(plan.token)["problem"]
+    assert problem.kind == "wait" and seconds_from_now(problem.until) <= 0  # the next run, with Gemma's budget
+    assert "over the budget of every model left" in problem.why
+    assert gw.open_run().model == GEMMA
 
 
 def test_a_model_that_answers_404_is_skipped_and_none_left_stops_with_one_line(gateway, upstream):
     upstream.reply(api.model_gone("gemini-2.5-flash-lite"))
     gw = gateway(["gemini-2.5-flash-lite"])
     plan = gw.open_run()
-    assert ask(gw, plan["token"]).status_code == 403
-    problem = gw.close_run(plan["token"])["problem"]
-    assert problem["kind"] == "stop" and problem["why"].startswith("no usable model: gemini-2.5-flash-lite: not found")
-    assert "GEMINI_MODEL" in problem["why"] and "\n" not in problem["why"]
+    assert ask(gw, plan.token).status_code == 403
+    problem = gw.close_run(plan.token)["problem"]
+    assert problem.kind == "stop" and problem.why.startswith("no usable model: gemini-2.5-flash-lite: not found")
+    assert "GEMINI_MODEL" in problem.why and "\n" not in problem.why
     gw.close()
-    assert gateway(["gemini-2.5-flash-lite"]).open_run() == {"stop": problem["why"]}
+    assert gateway(["gemini-2.5-flash-lite"]).open_run() == Plan(stop=problem.why)
     assert len(upstream.requests) == 1
 
 
@@ -274,11 +274,11 @@ def test_requests_are_paced_to_the_models_minute_remembered_across_restarts(gate
     upstream.reply(api.answer(NOTES), hook=lambda request: sent_at.append(time.time()))
     gw = gateway()
     plan = gw.open_run()  # the seed does not start before its model's minute has room for its whole budget
-    assert abs(plan["wait_until"].timestamp() - (old + ledger_module.WINDOW)) < 0.01 and "paced" in plan["why"]
-    time.sleep(max(0.0, plan["wait_until"].timestamp() - time.time()))
+    assert abs(plan.wait_until.timestamp() - (old + ledger_module.WINDOW)) < 0.01 and "paced" in plan.why
+    time.sleep(max(0.0, plan.wait_until.timestamp() - time.time()))
     plan = gw.open_run()
-    assert plan["model"] == FLASH and ask(gw, plan["token"]).status_code == 200
-    assert sent_at[0] >= old + 60 and gw.close_run(plan["token"])["calls"][0]["kind"] == "answer"
+    assert plan.model == FLASH and ask(gw, plan.token).status_code == 200
+    assert sent_at[0] >= old + 60 and gw.close_run(plan.token)["calls"][0]["kind"] == "answer"
     [booked] = json.loads((state / "quota.json").read_text())[FLASH]["recent"]
     assert booked[0] >= old + 60 and booked[1] > 0
 
@@ -288,7 +288,7 @@ def test_a_model_at_its_requests_a_minute_is_planned_after_the_minute(gateway, u
     state.mkdir()
     (state / "quota.json").write_text(json.dumps({FLASH: {"recent": [[old, 10]]}}))
     plan = gateway(limits=f"{FLASH}=1/250000/20").open_run()
-    assert abs(plan["wait_until"].timestamp() - (old + ledger_module.WINDOW)) < 0.01 and "paced" in plan["why"]
+    assert abs(plan.wait_until.timestamp() - (old + ledger_module.WINDOW)) < 0.01 and "paced" in plan.why
     assert upstream.requests == []
 
 
@@ -309,11 +309,11 @@ def test_a_refused_feature_is_learned_retried_without_it_and_never_sent_again(ga
     upstream.reply(api.error(400, "INVALID_ARGUMENT", refusal)).reply(api.answer(NOTES)).reply(api.answer(NOTES))
     gw = gateway()
     plan = gw.open_run()
-    assert ask(gw, plan["token"]).status_code == 200
-    assert [call["kind"] for call in gw.close_run(plan["token"])["calls"]] == ["feature refused", "answer"]
+    assert ask(gw, plan.token).status_code == 200
+    assert [call["kind"] for call in gw.close_run(plan.token)["calls"]] == ["feature refused", "answer"]
     gw.close()
     again = gateway()
-    assert ask(again, again.open_run()["token"]).status_code == 200
+    assert ask(again, again.open_run().token).status_code == 200
     assert [adapted(request["body"]) for request in upstream.requests] == [False, True, True]
 
 
@@ -322,12 +322,12 @@ def test_a_429s_quota_value_corrects_the_table_until_the_setting_changes(gateway
     upstream.reply(api.answer(NOTES))
     gw = gateway()
     plan = gw.open_run()
-    assert plan["budget"] == 60_000 and ask(gw, plan["token"]).status_code == 200
-    assert [call["kind"] for call in gw.close_run(plan["token"])["calls"]] == ["429 per minute", "answer"]
-    assert gw.open_run()["budget"] == budget_for(30_000)
+    assert plan.budget == 60_000 and ask(gw, plan.token).status_code == 200
+    assert [call["kind"] for call in gw.close_run(plan.token)["calls"]] == ["429 per minute", "answer"]
+    assert gw.open_run().budget == budget_for(30_000)
     gw.close()
-    assert gateway().open_run()["budget"] == budget_for(30_000)
-    assert gateway(limits=f"{FLASH}=5/200000/20").open_run()["budget"] == 60_000
+    assert gateway().open_run().budget == budget_for(30_000)
+    assert gateway(limits=f"{FLASH}=5/200000/20").open_run().budget == 60_000
     assert any("learned tpm = 30000" in line for line in said)
 
 
@@ -335,22 +335,22 @@ def test_a_prompt_over_a_minute_just_learned_is_not_sent_again(gateway, upstream
     upstream.reply(quota_error("GenerateContentInputTokensPerModelPerMinute-FreeTier", "16000", "0.1s"))
     gw = gateway()
     plan = gw.open_run()
-    response = ask(gw, plan["token"], seed_body("x" * 20_000 * 3))
+    response = ask(gw, plan.token, seed_body("x" * 20_000 * 3))
     assert response.status_code == 429 and len(upstream.requests) == 1
-    problem = gw.close_run(plan["token"])["problem"]
-    assert problem["kind"] == "wait" and "over the budget of every model left" in problem["why"]
+    problem = gw.close_run(plan.token)["problem"]
+    assert problem.kind == "wait" and "over the budget of every model left" in problem.why
     plan = gw.open_run()  # the request it sent filled the minute it now knows
-    assert "paced" in plan["why"] and 55 < seconds_from_now(plan["wait_until"]) <= ledger_module.WINDOW
+    assert "paced" in plan.why and 55 < seconds_from_now(plan.wait_until) <= ledger_module.WINDOW
 
 
 def test_a_bare_429_is_a_per_minute_limit_of_a_minute(gateway, upstream):
     upstream.reply(api.error(429, "RESOURCE_EXHAUSTED", "Resource has been exhausted (e.g. check quota)."))
     gw = gateway(max_wait=1)
     plan = gw.open_run()
-    response = ask(gw, plan["token"])
+    response = ask(gw, plan.token)
     assert response.status_code == 429 and response.json()["error"]["details"][0]["retryDelay"] in ("60s", "61s")
-    report = gw.close_run(plan["token"])
-    assert report["problem"]["kind"] == "wait" and 59 < seconds_from_now(report["problem"]["until"]) <= 61
+    report = gw.close_run(plan.token)
+    assert report["problem"].kind == "wait" and 59 < seconds_from_now(report["problem"].until) <= 61
     assert [call["kind"] for call in report["calls"]] == ["429 without details"]
 
 
@@ -362,7 +362,7 @@ def test_gemmas_json_in_a_fence_after_a_space_and_prose_comes_back_clean(gateway
     upstream.reply(api.text_answer(fenced, model=GEMMA))
     gw = gateway([GEMMA])
     plan = gw.open_run()
-    response = ask(gw, plan["token"])
+    response = ask(gw, plan.token)
     assert response.status_code == 200
     [part] = response.json()["candidates"][0]["content"]["parts"]
     assert part["text"].startswith("{") and json.loads(part["text"]) == payload
@@ -375,7 +375,7 @@ def test_thought_parts_are_dropped(gateway, upstream):
     thinking["candidates"][0]["content"]["parts"][0]["text"] = 'A draft: {"tasks": ["draft"], "files": []}'
     upstream.reply(thinking)
     gw = gateway()
-    response = ask(gw, gw.open_run()["token"])
+    response = ask(gw, gw.open_run().token)
     candidate = response.json()["candidates"][0]
     assert candidate["finishReason"] == "STOP" and candidate["content"]["parts"] == [
         {"text": json.dumps({"tasks": ["task one", "task two", "task three"], "done": [],
@@ -388,11 +388,11 @@ def test_the_files_that_came_whole_are_salvaged_from_an_answer_cut_off(gateway, 
     upstream.reply(api.text_answer(cut, "MAX_TOKENS"))
     gw = gateway()
     plan = gw.open_run()
-    response = ask(gw, plan["token"])
+    response = ask(gw, plan.token)
     assert response.status_code == 200 and response.json()["candidates"][0]["finishReason"] == "STOP"
     assert answer_of(response) == {"tasks": ["one", "two"], "done": [],
                                    "files": [{"path": "a.py", "content": "A = 1\n"}]}
-    report = gw.close_run(plan["token"])
+    report = gw.close_run(plan.token)
     assert report["salvaged"] == CUT_AT_THE_LIMIT and report["answered"]
 
 
@@ -405,9 +405,9 @@ def test_every_whole_file_is_salvaged_from_an_answer_broken_anywhere_and_the_par
     upstream.reply(api.text_answer(broken))
     gw = gateway()
     plan = gw.open_run()
-    response = ask(gw, plan["token"])
+    response = ask(gw, plan.token)
     assert [f["path"] for f in answer_of(response)["files"]] == ["tests/test_a.py", "tests/test_b.py"]
-    salvaged = gw.close_run(plan["token"])["salvaged"]
+    salvaged = gw.close_run(plan.token)["salvaged"]
     assert salvaged.startswith("not valid JSON: Invalid \\escape at line 2 column 75") and \
         salvaged.endswith("kept the 2 file(s) that came whole")
 
@@ -416,8 +416,8 @@ def test_an_unusable_answer_says_the_parsers_error_and_where(gateway, upstream):
     upstream.reply(api.text_answer('{"tasks": ["a"], "files": [{"path": "a.py", "content": """x = 1"""}]}'))
     gw = gateway()
     plan = gw.open_run()
-    assert ask(gw, plan["token"]).status_code == 502
-    why = gw.close_run(plan["token"])["problem"]["why"]
+    assert ask(gw, plan.token).status_code == 502
+    why = gw.close_run(plan.token)["problem"].why
     assert why.startswith("not valid JSON: Expecting ',' delimiter at line 1 column 58") and "cut off" not in why
 
 
@@ -426,9 +426,9 @@ def test_an_answer_cut_off_before_any_whole_file_is_unusable(gateway, upstream, 
     upstream.reply(api.max_tokens(with_parts))
     gw = gateway()
     plan = gw.open_run()
-    assert ask(gw, plan["token"]).status_code == 502
-    report = gw.close_run(plan["token"])
-    assert report["problem"]["kind"] == "unusable" and "finishReason MAX_TOKENS" in report["problem"]["why"]
+    assert ask(gw, plan.token).status_code == 502
+    report = gw.close_run(plan.token)
+    assert report["problem"].kind == "unusable" and "finishReason MAX_TOKENS" in report["problem"].why
     assert not report["answered"] and requests_booked(state)[FLASH]["wasted"] == {"unusable answer": 1}
 
 
@@ -438,8 +438,8 @@ def test_a_blocked_or_strange_answer_is_unusable(gateway, upstream, body, why):
     upstream.reply(body)
     gw = gateway()
     plan = gw.open_run()
-    assert ask(gw, plan["token"]).status_code == 502
-    assert why in gw.close_run(plan["token"])["problem"]["why"]
+    assert ask(gw, plan.token).status_code == 502
+    assert why in gw.close_run(plan.token)["problem"].why
 
 
 def test_lazy_files_are_removed_and_listed(gateway, upstream):
@@ -448,9 +448,9 @@ def test_lazy_files_are_removed_and_listed(gateway, upstream):
                                ("util.py", "X = 1\n# rest of the file unchanged\n"), ("empty.py", "")]))
     gw = gateway()
     plan = gw.open_run()
-    response = ask(gw, plan["token"])
+    response = ask(gw, plan.token)
     assert [item["path"] for item in answer_of(response)["files"]] == ["notes.py"]
-    assert gw.close_run(plan["token"])["refused"] == [
+    assert gw.close_run(plan.token)["refused"] == [
         "seed.py: lazy: '# ... existing code ...' stands in for code it would drop",
         "util.py: lazy: '# rest of the file unchanged' stands in for code it would drop", "empty.py: empty"]
 
@@ -463,8 +463,8 @@ def test_a_lazy_placeholder_of_any_shape_is_dropped_and_an_answer_left_without_f
     upstream.reply(api.answer([("notes.py", content)]))
     gw = gateway()
     plan = gw.open_run()
-    assert ask(gw, plan["token"]).status_code == 502
-    why = gw.close_run(plan["token"])["problem"]["why"]
+    assert ask(gw, plan.token).status_code == 502
+    why = gw.close_run(plan.token)["problem"].why
     assert why.startswith("no file to write: the answer held 3 task(s) and 1 file(s); dropped: notes.py: lazy: ")
 
 
@@ -480,8 +480,8 @@ def test_the_rules_example_echoed_back_is_never_the_answer_and_its_path_never_la
     gw = gateway()
     plan = gw.open_run()
     body = seed_body() | {"systemInstruction": {"parts": [{"text": rules}]}}
-    assert ask(gw, plan["token"], body).status_code == 502
-    why = gw.close_run(plan["token"])["problem"]["why"]
+    assert ask(gw, plan.token, body).status_code == 502
+    why = gw.close_run(plan.token)["problem"].why
     assert why == ("no file to write: the answer held 1 task(s) and 2 file(s); dropped: relative/path2: the "
                    "instructions' own text, sent back; relative/path: the instructions' example path, not a file of "
                    "the codebase")
@@ -492,8 +492,8 @@ def test_a_server_error_is_retried_and_the_answer_delivered(gateway, upstream):
     upstream.reply(api.overloaded()).reply(api.answer(NOTES))
     gw = gateway()
     plan = gw.open_run()
-    assert ask(gw, plan["token"]).status_code == 200
-    assert [call["kind"] for call in gw.close_run(plan["token"])["calls"]] == ["server error 503", "answer"]
+    assert ask(gw, plan.token).status_code == 200
+    assert [call["kind"] for call in gw.close_run(plan.token)["calls"]] == ["server error 503", "answer"]
 
 
 def test_server_errors_are_retried_with_backoff_then_the_run_waits(gateway, upstream):
@@ -502,12 +502,12 @@ def test_server_errors_are_retried_with_backoff_then_the_run_waits(gateway, upst
         upstream.reply(api.overloaded(), hook=lambda request: times.append(time.monotonic()))
     gw = gateway(backoff=0.05)
     plan = gw.open_run()
-    response = ask(gw, plan["token"])
+    response = ask(gw, plan.token)
     assert response.status_code == 503 and response.json()["error"]["details"][0]["retryDelay"] in ("300s", "299s")
     assert len(upstream.requests) == 3
     assert times[1] - times[0] >= 0.05 * 0.5 and times[2] - times[1] >= 0.05 * 2 * 0.5
-    report = gw.close_run(plan["token"])
-    assert report["problem"]["kind"] == "wait" and 290 < seconds_from_now(report["problem"]["until"]) <= 300
+    report = gw.close_run(plan.token)
+    assert report["problem"].kind == "wait" and 290 < seconds_from_now(report["problem"].until) <= 300
     assert [call["kind"] for call in report["calls"]] == ["server error 503"] * 3
 
 
@@ -519,14 +519,14 @@ def test_a_refused_key_stops_with_one_line_and_the_key_is_nowhere(gateway, upstr
     upstream.reply(refused)
     gw = gateway(key=key, requests_per_run=2)
     plan = gw.open_run()
-    response = ask(gw, plan["token"])
+    response = ask(gw, plan.token)
     assert response.status_code == 403 and key not in response.text
-    assert ask(gw, plan["token"]).status_code == 403  # asked no more, even within the run
-    report = gw.close_run(plan["token"])
-    why = report["problem"]["why"]
-    assert report["problem"]["kind"] == "stop" and why.startswith("Gemini refused this key") and "\n" not in why
+    assert ask(gw, plan.token).status_code == 403  # asked no more, even within the run
+    report = gw.close_run(plan.token)
+    why = report["problem"].why
+    assert report["problem"].kind == "stop" and why.startswith("Gemini refused this key") and "\n" not in why
     assert "GEMINI_API_KEY" in why and key not in json.dumps(report, default=str) and other not in why
-    assert gw.open_run() == {"stop": why} and len(upstream.requests) == 1
+    assert gw.open_run() == Plan(stop=why) and len(upstream.requests) == 1
     assert all(key.encode() not in path.read_bytes() for path in state.iterdir() if path.is_file())  # the record too
     assert key not in "\n".join(said)
 
@@ -540,8 +540,8 @@ def test_an_AQ_key_refused_as_if_it_were_an_oauth_token_is_explained(gateway, up
                                   "metadata": {"service": "generativelanguage.googleapis.com"}}]))
     gw = gateway(key=key)
     plan = gw.open_run()
-    assert ask(gw, plan["token"]).status_code == 403
-    why = gw.close_run(plan["token"])["problem"]["why"]
+    assert ask(gw, plan.token).status_code == 403
+    why = gw.close_run(plan.token)["problem"].why
     assert "is misleading" in why and "https://aistudio.google.com/apikey" in why and key not in why
     assert upstream.requests[0]["headers"]["x-goog-api-key"] == key
 
@@ -558,12 +558,12 @@ def test_the_ledger_counts_every_request_exactly_even_when_the_seed_hangs_up(gat
     with contextlib.closing(sqlite3.connect(state / "record.sqlite")) as db, db:  # a year of requests, 20 a day
         db.executemany("INSERT INTO requests (day, model, kind) VALUES (?, ?, 'answer')",
                        [(f"{today - timedelta(days=back)}", FLASH) for back in range(1, 366) for _ in range(20)])
-    assert ask(gw, plan["token"]).status_code == 200
-    gw.close_run(plan["token"])
+    assert ask(gw, plan.token).status_code == 200
+    gw.close_run(plan.token)
     plan = gw.open_run()
     with pytest.raises(requests.exceptions.ReadTimeout):
-        ask(gw, plan["token"], timeout=0.2)
-    report = gw.close_run(plan["token"])  # waits for the request still under way upstream
+        ask(gw, plan.token, timeout=0.2)
+    report = gw.close_run(plan.token)  # waits for the request still under way upstream
     assert at_send == [2] and report["requests"] == 1 and report["calls"][0]["kind"] == "answer"
     assert requests_booked(state) == {FLASH: {"requests": 2, "prompt": 2400, "output": 600, "thinking": 300,
                                               "kinds": {"answer": 2}, "wasted": {}}}
@@ -584,7 +584,7 @@ def test_the_token_is_checked_before_a_body_is_read_and_a_huge_body_is_never_rea
     path = f"POST /v1beta/models/{FLASH}:generateContent HTTP/1.1\r\nHost: x\r\nContent-Length: {2 ** 30}"
     started = time.monotonic()
     assert post_raw(gw, f"{path}\r\nx-goog-api-key: wrong").endswith("401 Unauthorized")
-    assert post_raw(gw, f"{path}\r\nx-goog-api-key: {plan['token']}").endswith("413 Request Entity Too Large")
+    assert post_raw(gw, f"{path}\r\nx-goog-api-key: {plan.token}").endswith("413 Request Entity Too Large")
     assert time.monotonic() - started < 2 and upstream.requests == [] and requests_booked(state) == {}
 
 
@@ -608,7 +608,7 @@ def test_the_token_is_checked_before_a_body_is_read_and_a_huge_body_is_never_rea
 def test_what_the_seed_may_not_ask_is_refused_and_never_forwarded(gateway, upstream, body, says):
     gw = gateway()
     plan = gw.open_run()
-    response = ask(gw, plan["token"], body)
+    response = ask(gw, plan.token, body)
     assert response.status_code == 400 and says in response.json()["error"]["message"] and upstream.requests == []
 
 
@@ -616,7 +616,7 @@ def test_what_the_seed_may_not_ask_is_refused_and_never_forwarded(gateway, upstr
 def test_an_output_limit_above_any_models_is_clamped_and_sent_in_one_spelling(gateway, upstream, name):
     upstream.reply(api.answer(NOTES))
     gw = gateway()
-    assert ask(gw, gw.open_run()["token"], seed_body(**{name: 10 ** 7})).status_code == 200
+    assert ask(gw, gw.open_run().token, seed_body(**{name: 10 ** 7})).status_code == 200
     assert upstream.requests[0]["body"]["generationConfig"] == {
         "responseMimeType": "application/json", "responseSchema": SCHEMA, "maxOutputTokens": answers.MAX_OUTPUT}
 
@@ -628,7 +628,7 @@ def test_every_byte_of_the_request_counts_toward_the_budget(gateway, upstream):
     plan = gw.open_run()
     schema = {"type": "OBJECT", "description": "x" * 7_000}
     body = seed_body("# Goal\n" + "y" * 8_000, responseSchema=schema)
-    response = ask(gw, plan["token"], body | {"systemInstruction": {"parts": [{"text": "z" * 1_000}]}})
+    response = ask(gw, plan.token, body | {"systemInstruction": {"parts": [{"text": "z" * 1_000}]}})
     assert response.status_code == 400 and "over this run's budget of 5,000" in response.json()["error"]["message"]
     assert upstream.requests == []
 
@@ -637,16 +637,16 @@ def test_an_answer_over_the_cap_is_not_read_whole(gateway, upstream):
     upstream.reply(api.text_answer("x" * (9 * 2 ** 20)))
     gw = gateway()
     plan = gw.open_run()
-    response = ask(gw, plan["token"])
+    response = ask(gw, plan.token)
     assert response.status_code == 502 and "over 8 MB: not read" in response.json()["error"]["message"]
-    assert gw.close_run(plan["token"])["calls"][0]["kind"] == "unusable answer"
+    assert gw.close_run(plan.token)["calls"][0]["kind"] == "unusable answer"
 
 
 def test_the_v1_path_of_googles_sdk_is_served_as_v1beta(gateway, upstream):
     upstream.reply(api.answer(NOTES))
     gw = gateway()
     response = requests.post(f"{gw.url}/v1/models/{FLASH}:generateContent", json=seed_body(),
-                             headers={"x-goog-api-key": gw.open_run()["token"]}, timeout=30)
+                             headers={"x-goog-api-key": gw.open_run().token}, timeout=30)
     assert response.status_code == 200 and answer_of(response)["files"][0]["path"] == "notes.py"
 
 
@@ -668,6 +668,6 @@ def test_an_answer_nested_deeper_than_python_reads_is_the_answers_fault_never_th
     upstream.reply(api.text_answer('{"tasks": ["a"], "files": ' + "[" * 100_000))
     gw = gateway()
     plan = gw.open_run()
-    response = ask(gw, plan["token"])
+    response = ask(gw, plan.token)
     assert response.status_code == 502 and "nested deeper than can be read" in response.text, response.text[:300]
     assert "gateway failed" not in response.text

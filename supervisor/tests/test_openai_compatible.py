@@ -37,6 +37,7 @@ from test_gateway import (CUT_AT_THE_LIMIT, RULES, SCHEMA, answer_of, answers, a
                           seconds_from_now)
 
 local, backends = (load_keeper(name) for name in ("openai_compatible", "backends"))
+Plan, Problem, Trouble = (getattr(load_keeper("outcomes"), name) for name in ("Plan", "Problem", "Trouble"))
 QWEN, LLAMA_CPP, VLLM, GEMMA = "qwen3:8b", "qwen3-8b", "Qwen/Qwen2.5-7B-Instruct", "google/gemma-4-26b-a4b"
 GOAL = "# Goal\nGrow notes.py."  # the prompt of test_gateway.seed_body
 # OpenAI's strict mode: every object lists each of its properties as required, and allows no others
@@ -285,8 +286,8 @@ def test_the_request_goes_as_messages_with_the_schema_as_response_format(gateway
     server = servers(ollama(running=16384)).answer(ollama_answer(json.dumps(PAYLOAD)))
     gw = gateway(server.base, answer_format="json")
     plan = gw.open_run()
-    assert plan["model"] == QWEN and plan["budget"] == budget_of(16384)
-    response = ask(gw, plan["token"])
+    assert plan.model == QWEN and plan.budget == budget_of(16384)
+    response = ask(gw, plan.token)
     assert response.status_code == 200 and response.json() == {
         "candidates": [{"content": {"role": "model", "parts": [{"text": json.dumps(PAYLOAD)}]},
                         "finishReason": "STOP", "index": 0}],
@@ -310,12 +311,12 @@ def test_the_seed_gets_the_same_answer_as_from_gemini(gateway, servers, tmp_path
         door = gateway_module.Gateway(gemini.Gemini(fake.url, "AIzaSy" + "A" * 33, ["gemini-3.5-flash"]),
                                       tmp_path / "gemini", limits="", backoff=0.01, say=lambda line: None)
         door.start()
-        from_gemini = ask(door, door.open_run()["token"]).json()
+        from_gemini = ask(door, door.open_run().token).json()
         door.close()
     finally:
         fake.close()
     gw = gateway(server.base, models=[LLAMA_CPP])
-    from_server = ask(gw, gw.open_run()["token"]).json()
+    from_server = ask(gw, gw.open_run().token).json()
     assert from_server["candidates"] == from_gemini["candidates"]
     assert set(from_server["usageMetadata"]) <= set(from_gemini["usageMetadata"])
 
@@ -331,7 +332,7 @@ def test_the_seed_gets_the_same_answer_as_from_gemini(gateway, servers, tmp_path
 def test_reasoning_is_dropped_and_the_answer_comes_back_clean(gateway, servers, answer):
     server = servers(ollama(running=16384)).answer(answer)
     gw = gateway(server.base)
-    response = ask(gw, gw.open_run()["token"])
+    response = ask(gw, gw.open_run().token)
     assert response.status_code == 200 and answer_of(response) == PAYLOAD
     assert response.json()["candidates"][0]["content"]["parts"][0]["text"] == json.dumps(PAYLOAD)
 
@@ -342,10 +343,10 @@ def test_usage_is_counted_with_reasoning_tokens_as_thinking(gateway, servers, tm
     server = servers(llama_cpp()).answer(llama_cpp_answer(json.dumps(PAYLOAD), usage=usage))
     gw = gateway(server.base, models=[LLAMA_CPP])
     plan = gw.open_run()
-    assert ask(gw, plan["token"]).status_code == 200
-    assert gw.close_run(plan["token"])["tokens"] == {"prompt": 1845, "output": 300, "thinking": 600}
-    assert requests_booked(tmp_path / "backups")[LLAMA_CPP] == {"requests": 1, "prompt": 1845, "output": 300, "thinking": 600,
-                              "kinds": {"answer": 1}, "wasted": {}}
+    assert ask(gw, plan.token).status_code == 200
+    assert gw.close_run(plan.token)["tokens"] == {"prompt": 1845, "output": 300, "thinking": 600}
+    assert requests_booked(tmp_path / "backups")[LLAMA_CPP] == {"requests": 1, "prompt": 1845, "output": 300,
+                                                               "thinking": 600, "kinds": {"answer": 1}, "wasted": {}}
 
 
 def test_a_token_count_no_request_could_reach_is_not_believed(gateway, servers, tmp_path):
@@ -353,8 +354,8 @@ def test_a_token_count_no_request_could_reach_is_not_believed(gateway, servers, 
     server = servers(llama_cpp()).answer(llama_cpp_answer(json.dumps(PAYLOAD), usage=usage))
     gw = gateway(server.base, models=[LLAMA_CPP])
     plan = gw.open_run()
-    assert ask(gw, plan["token"]).status_code == 200
-    assert gw.close_run(plan["token"])["tokens"] == {"prompt": 0, "output": 0, "thinking": 0}
+    assert ask(gw, plan.token).status_code == 200
+    assert gw.close_run(plan.token)["tokens"] == {"prompt": 0, "output": 0, "thinking": 0}
 
 
 def test_the_files_that_came_whole_are_salvaged_from_a_length_cut_off(gateway, servers):
@@ -363,20 +364,20 @@ def test_the_files_that_came_whole_are_salvaged_from_a_length_cut_off(gateway, s
     server = servers(llama_cpp()).answer(llama_cpp_answer(cut, finish="length"))
     gw = gateway(server.base, models=[LLAMA_CPP])
     plan = gw.open_run()
-    response = ask(gw, plan["token"])
+    response = ask(gw, plan.token)
     assert response.status_code == 200 and response.json()["candidates"][0]["finishReason"] == "STOP"
     assert answer_of(response) == {"tasks": ["one", "two"], "done": [],
                                    "files": [{"path": "a.py", "content": "A = 1\n"}]}
-    assert gw.close_run(plan["token"])["salvaged"] == CUT_AT_THE_LIMIT
+    assert gw.close_run(plan.token)["salvaged"] == CUT_AT_THE_LIMIT
 
 
 def test_an_answer_cut_off_while_still_thinking_is_unusable(gateway, servers):
     server = servers(ollama(running=16384)).answer(ollama_answer("<think>\nFirst, the notes need a", "length"))
     gw = gateway(server.base)
     plan = gw.open_run()
-    assert ask(gw, plan["token"]).status_code == 502
-    report = gw.close_run(plan["token"])
-    assert report["problem"] == {"kind": "unusable", "why": "empty answer (finishReason MAX_TOKENS)"}
+    assert ask(gw, plan.token).status_code == 502
+    report = gw.close_run(plan.token)
+    assert report["problem"] == Problem(Trouble.UNUSABLE, "empty answer (finishReason MAX_TOKENS)")
 
 
 @pytest.mark.parametrize("refusal", [
@@ -388,11 +389,11 @@ def test_a_refused_response_format_is_learned_once_and_the_schema_goes_as_text(g
     server.answer(ollama_answer(json.dumps(PAYLOAD))).answer(ollama_answer(json.dumps(PAYLOAD)))
     gw = gateway(server.base, models=[GEMMA], answer_format="json")
     plan = gw.open_run()
-    assert ask(gw, plan["token"]).status_code == 200
-    assert [call["kind"] for call in gw.close_run(plan["token"])["calls"]] == ["feature refused"] * 2 + ["answer"]
+    assert ask(gw, plan.token).status_code == 200
+    assert [call["kind"] for call in gw.close_run(plan.token)["calls"]] == ["feature refused"] * 2 + ["answer"]
     gw.close()
     again = gateway(server.base, models=[GEMMA], answer_format="json")
-    assert ask(again, again.open_run()["token"]).status_code == 200
+    assert ask(again, again.open_run().token).status_code == 200
     first, second, *without = [chat["body"] for chat in server.chats()]
     assert first["response_format"]["type"] == "json_schema" and second["response_format"] == {
         "type": "json_object", "schema": JSON_SCHEMA} and len(without) == 2
@@ -409,10 +410,10 @@ def test_after_json_schema_is_refused_the_schema_goes_as_json_object_never_as_no
     server = servers(llama_cpp()).answer(refusal, 500).answer(llama_cpp_answer(json.dumps(PAYLOAD)))
     server.answer(llama_cpp_answer(json.dumps(PAYLOAD)))
     gw = gateway(server.base, models=[LLAMA_CPP], answer_format="json")
-    assert ask(gw, gw.open_run()["token"]).status_code == 200
+    assert ask(gw, gw.open_run().token).status_code == 200
     gw.close()
     again = gateway(server.base, models=[LLAMA_CPP], answer_format="json")
-    assert answer_of(ask(again, again.open_run()["token"])) == PAYLOAD
+    assert answer_of(ask(again, again.open_run().token)) == PAYLOAD
     formats = [chat["body"]["response_format"] for chat in server.chats()]
     assert [f["type"] for f in formats] == ["json_schema", "json_object", "json_object"]
     assert formats[1] == formats[2] == {"type": "json_object", "schema": JSON_SCHEMA}
@@ -423,8 +424,8 @@ def test_a_streamed_answer_is_read_whole(gateway, servers):
     server = servers(llama_cpp()).answer(Stream(re.findall(r".{1,3}", text, re.S)))
     gw = gateway(server.base, models=[LLAMA_CPP])
     plan = gw.open_run()
-    assert answer_of(ask(gw, plan["token"]))["files"] == [{"path": "notes.py", "content": "NOTES = []\n"}]
-    assert gw.close_run(plan["token"])["tokens"]["output"] == len(re.findall(r".{1,3}", text, re.S))
+    assert answer_of(ask(gw, plan.token))["files"] == [{"path": "notes.py", "content": "NOTES = []\n"}]
+    assert gw.close_run(plan.token)["tokens"]["output"] == len(re.findall(r".{1,3}", text, re.S))
 
 
 def test_a_stream_that_fails_before_its_first_token_is_asked_again_unstreamed_and_its_error_read(gateway, servers):
@@ -435,10 +436,10 @@ def test_a_stream_that_fails_before_its_first_token_is_asked_again_unstreamed_an
     server = servers(llama_cpp()).answer(Stream([], finish=None, events=False)).answer(overflow, 400)
     gw = gateway(server.base, models=[LLAMA_CPP])
     plan = gw.open_run()
-    assert ask(gw, plan["token"]).status_code == 429  # a wait: the next run is budgeted to the context stated
+    assert ask(gw, plan.token).status_code == 429  # a wait: the next run is budgeted to the context stated
     first, second = [chat["body"] for chat in server.chats()]
     assert first["stream"] is True and "stream" not in second and "stream_options" not in second
-    assert "the next run is budgeted to 2,048 tokens" in gw.close_run(plan["token"])["problem"]["why"]
+    assert "the next run is budgeted to 2,048 tokens" in gw.close_run(plan.token)["problem"].why
 
 
 def test_a_runaway_answer_is_stopped_early_its_whole_files_kept_and_the_server_left(gateway, servers):
@@ -448,9 +449,9 @@ def test_a_runaway_answer_is_stopped_early_its_whole_files_kept_and_the_server_l
     server = servers(llama_cpp()).answer(stream)
     gw = gateway(server.base, models=[LLAMA_CPP])
     plan = gw.open_run()
-    assert answer_of(ask(gw, plan["token"]))["files"] == [{"path": "notes.py", "content": "NOTES = []\n"}]
+    assert answer_of(ask(gw, plan.token))["files"] == [{"path": "notes.py", "content": "NOTES = []\n"}]
     assert stream.hung_up.wait(5) and stream.sent < 1_500
-    report = gw.close_run(plan["token"])
+    report = gw.close_run(plan.token)
     assert report["salvaged"] == ("cut off (REPETITION: the keeper stopped it as it repeated itself (a short piece over "
                                   "and over, or a block twice)): kept the 1 file(s) that came whole")
 
@@ -463,10 +464,10 @@ def test_an_answer_that_sends_a_whole_file_again_and_again_is_stopped_at_its_sec
     server = servers(llama_cpp()).answer(stream)
     gw = gateway(server.base, models=[LLAMA_CPP])
     plan = gw.open_run()
-    kept = answer_of(ask(gw, plan["token"]))["files"]
+    kept = answer_of(ask(gw, plan.token))["files"]
     assert {(item["path"], item["content"].count("VALUE_0 ")) for item in kept} == {("roman.py", 1)}
     assert stream.hung_up.wait(5) and stream.sent < 100, stream.sent  # of 200 blocks: stopped early
-    assert "REPETITION" in gw.close_run(plan["token"])["salvaged"]
+    assert "REPETITION" in gw.close_run(plan.token)["salvaged"]
 
 
 def test_the_upstream_request_is_closed_when_the_run_ends(gateway, servers):
@@ -475,10 +476,10 @@ def test_the_upstream_request_is_closed_when_the_run_ends(gateway, servers):
     server = servers(llama_cpp()).answer(stream)
     gw = gateway(server.base, models=[LLAMA_CPP])
     plan = gw.open_run()
-    asking = threading.Thread(target=ask, args=(gw, plan["token"]), daemon=True)
+    asking = threading.Thread(target=ask, args=(gw, plan.token), daemon=True)
     asking.start()
     time.sleep(0.5)
-    assert gw.close_run(plan["token"], linger=5)["asking"]
+    assert gw.close_run(plan.token, linger=5)["asking"]
     assert stream.hung_up.wait(5) and stream.sent < 500
 
 
@@ -489,7 +490,7 @@ def test_a_local_model_is_asked_for_file_blocks_and_the_seed_gets_its_json(gatew
             "<file path=\"tests/test_notes.py\">\n```python\ndef test_it():\n    assert True\n```\n</file>\n")
     server = servers(llama_cpp()).answer(llama_cpp_answer(text))
     gw = gateway(server.base, models=[LLAMA_CPP])
-    response = ask(gw, gw.open_run()["token"])
+    response = ask(gw, gw.open_run().token)
     assert answer_of(response) == {"tasks": ["Add notes.py", "Test it"], "done": [1], "files": [
         {"path": "notes.py", "content": "print('a \\\\ b')\n"},
         {"path": "tests/test_notes.py", "content": "def test_it():\n    assert True\n"}]}
@@ -511,13 +512,13 @@ def test_a_local_model_is_asked_for_file_blocks_and_the_seed_gets_its_json(gatew
                                 "lm-studio-loaded", "lm-studio-unloaded", "a-server-that-says-nothing"])
 def test_the_prompt_budget_comes_from_the_context_the_server_says(gateway, servers, routes, model, context):
     server = servers(routes)
-    assert gateway(server.base, models=[model]).open_run()["budget"] == budget_of(context)
+    assert gateway(server.base, models=[model]).open_run().budget == budget_of(context)
 
 
 def test_the_context_setting_counts_when_the_server_says_nothing(gateway, servers, monkeypatch):
     server = servers(bare())
     monkeypatch.setenv("OPENAI_CONTEXT_TOKENS", "20000")
-    assert gateway(server.base, context_tokens=None).open_run()["budget"] == budget_of(20000)
+    assert gateway(server.base, context_tokens=None).open_run().budget == budget_of(20000)
     monkeypatch.setenv("OPENAI_CONTEXT_TOKENS", "16k")
     with pytest.raises(ValueError, match="OPENAI_CONTEXT_TOKENS is not a number of tokens: '16k'"):
         gateway(server.base, context_tokens=None)
@@ -527,10 +528,10 @@ def test_a_model_loaded_after_the_first_run_gets_the_context_ollama_runs_it_with
     server = servers(ollama()).answer(ollama_answer(json.dumps(PAYLOAD)))
     gw = gateway(server.base)
     plan = gw.open_run()
-    assert plan["budget"] == budget_of(8192) and ask(gw, plan["token"]).status_code == 200
-    gw.close_run(plan["token"])
+    assert plan.budget == budget_of(8192) and ask(gw, plan.token).status_code == 200
+    gw.close_run(plan.token)
     server.routes.update(ollama(running=32768))  # the request loaded it
-    assert gw.open_run()["budget"] == budget_of(32768)
+    assert gw.open_run().budget == budget_of(32768)
 
 
 @pytest.mark.parametrize("routes, model, context, fix", [
@@ -542,9 +543,9 @@ def test_a_model_loaded_after_the_first_run_gets_the_context_ollama_runs_it_with
 def test_a_context_too_small_stops_with_one_line_naming_what_to_raise(gateway, servers, routes, model, context, fix):
     server = servers(routes)
     plan = gateway(server.base, models=[model], context_tokens=6000).open_run()
-    assert plan["stop"].startswith(f"no usable model: {model}: a context of {context:,} tokens leaves a prompt of "
+    assert plan.stop.startswith(f"no usable model: {model}: a context of {context:,} tokens leaves a prompt of "
                                    f"~{budget_of(context):,} (the seed needs 3,000): {fix}")
-    assert "OPENAI_MODEL" in plan["stop"] and "\n" not in plan["stop"] and server.chats() == []
+    assert "OPENAI_MODEL" in plan.stop and "\n" not in plan.stop and server.chats() == []
 
 
 def test_a_prompt_over_the_servers_context_stops_naming_what_to_raise(gateway, servers):
@@ -553,11 +554,11 @@ def test_a_prompt_over_the_servers_context_stops_naming_what_to_raise(gateway, s
     server = servers(llama_cpp(n_ctx=8192)).answer(over, 400)
     gw = gateway(server.base, models=[LLAMA_CPP])
     plan = gw.open_run()
-    assert ask(gw, plan["token"]).status_code == 403
-    assert gw.close_run(plan["token"])["problem"] == {"kind": "stop", "why": (
+    assert ask(gw, plan.token).status_code == 403
+    assert gw.close_run(plan.token)["problem"] == Problem(Trouble.STOP, (
         f"{LLAMA_CPP}: the prompt is over the context the server gives it (400: request (9412 tokens) exceeds the "
         "available context size (8192 tokens), try increasing it): start llama-server with `--ctx-size 16384` for "
-        "each parallel slot")}
+        "each parallel slot"))
 
 
 def test_no_daily_quota_and_no_pacing(gateway, servers, tmp_path):
@@ -566,43 +567,43 @@ def test_no_daily_quota_and_no_pacing(gateway, servers, tmp_path):
     for _ in range(8):  # more than any free tier's requests a minute
         server.answer(llama_cpp_answer(json.dumps(PAYLOAD)))
         plan = gw.open_run()
-        assert plan["model"] == LLAMA_CPP and ask(gw, plan["token"], timeout=5).status_code == 200
-        gw.close_run(plan["token"])
-    assert requests_booked(tmp_path / "backups")[LLAMA_CPP]["requests"] == 8 and gw.open_run()["model"] == LLAMA_CPP
+        assert plan.model == LLAMA_CPP and ask(gw, plan.token, timeout=5).status_code == 200
+        gw.close_run(plan.token)
+    assert requests_booked(tmp_path / "backups")[LLAMA_CPP]["requests"] == 8 and gw.open_run().model == LLAMA_CPP
 
 
 # --- what a person can fix, and what to wait out ------------------------------------------------------
 def test_a_server_not_running_at_the_start_stops_with_one_line(gateway):
     base = closed_port()
-    assert gateway(base).open_run() == {
-        "stop": f"cannot reach {base}: start the server (for Ollama: `ollama serve`), or fix OPENAI_BASE_URL in .env"}
+    assert gateway(base).open_run() == Plan(
+        stop=f"cannot reach {base}: start the server (for Ollama: `ollama serve`), or fix OPENAI_BASE_URL in .env")
 
 
 def test_a_server_that_stops_mid_run_is_a_wait(gateway, servers):
     server = servers(llama_cpp()).answer(llama_cpp_answer(json.dumps(PAYLOAD)))
     gw = gateway(server.base, models=[LLAMA_CPP])
     plan = gw.open_run()
-    assert ask(gw, plan["token"]).status_code == 200
-    gw.close_run(plan["token"])
+    assert ask(gw, plan.token).status_code == 200
+    gw.close_run(plan.token)
     server.close()
     plan = gw.open_run()
-    response = ask(gw, plan["token"])
+    response = ask(gw, plan.token)
     assert response.status_code == 503 and "is the server still running?" in response.json()["error"]["message"]
-    report = gw.close_run(plan["token"])
-    assert report["problem"]["kind"] == "wait" and 290 < seconds_from_now(report["problem"]["until"]) <= 300
+    report = gw.close_run(plan.token)
+    assert report["problem"].kind == "wait" and 290 < seconds_from_now(report["problem"].until) <= 300
     assert [call["kind"] for call in report["calls"]] == ["network error"] * 3
-    assert "token" in gw.open_run()
+    assert gw.open_run().token
 
 
 def test_a_server_gone_when_the_next_run_is_planned_is_a_wait(gateway, servers):
     server = servers(ollama()).answer(ollama_answer(json.dumps(PAYLOAD)))
     gw = gateway(server.base)
     plan = gw.open_run()
-    assert ask(gw, plan["token"]).status_code == 200
-    gw.close_run(plan["token"])
+    assert ask(gw, plan.token).status_code == 200
+    gw.close_run(plan.token)
     server.close()
     plan = gw.open_run()
-    assert 290 < seconds_from_now(plan["wait_until"]) <= 300 and "is the server still running?" in plan["why"]
+    assert 290 < seconds_from_now(plan.wait_until) <= 300 and "is the server still running?" in plan.why
 
 
 @pytest.mark.parametrize("status, body, why", [
@@ -617,22 +618,22 @@ def test_a_missing_model_stops_with_one_line_saying_how_to_fix_it(gateway, serve
     server = servers(ollama()).answer(body, status)
     gw = gateway(server.base, models=[QWEN])
     plan = gw.open_run()
-    assert ask(gw, plan["token"]).status_code == 403
-    problem = gw.close_run(plan["token"])["problem"]
-    assert problem["kind"] == "stop" and problem["why"].endswith(why) and "\n" not in problem["why"]
-    assert gw.open_run() == {"stop": problem["why"]} and len(server.chats()) == 1
+    assert ask(gw, plan.token).status_code == 403
+    problem = gw.close_run(plan.token)["problem"]
+    assert problem.kind == "stop" and problem.why.endswith(why) and "\n" not in problem.why
+    assert gw.open_run() == Plan(stop=problem.why) and len(server.chats()) == 1
 
 
 def test_a_model_the_server_does_not_list_is_never_asked_and_the_next_one_is(gateway, servers):
     server = servers(ollama(running=16384)).answer(ollama_answer(json.dumps(PAYLOAD)))
     gw = gateway(server.base, models=["qwen9:1b", QWEN])
     plan = gw.open_run()
-    assert plan["model"] == QWEN and ask(gw, plan["token"]).status_code == 200
+    assert plan.model == QWEN and ask(gw, plan.token).status_code == 200
     assert [chat["body"]["model"] for chat in server.chats()] == [QWEN]
     alone = gateway(server.base, models=["qwen9:1b"])
-    assert alone.open_run() == {"stop": f"no usable model: qwen9:1b: the server does not list it (it has {QWEN}, "
-                                        "llama3.2:latest). Set OPENAI_MODEL in .env to models your server has (python "
-                                        "fallback.py --models lists them)"}
+    assert alone.open_run() == Plan(stop=f"no usable model: qwen9:1b: the server does not list it (it has {QWEN}, "
+                                         "llama3.2:latest). Set OPENAI_MODEL in .env to models your server has (python "
+                                         "fallback.py --models lists them)")
 
 
 def test_a_refused_key_stops_with_one_line_and_the_key_is_nowhere(gateway, servers, said, tmp_path):
@@ -640,10 +641,10 @@ def test_a_refused_key_stops_with_one_line_and_the_key_is_nowhere(gateway, serve
     server = servers(vllm()).answer({"error": f"Unauthorized: {key}"}, 401)
     gw = gateway(server.base, models=[VLLM], key=key)
     plan = gw.open_run()
-    response = ask(gw, plan["token"])
+    response = ask(gw, plan.token)
     assert response.status_code == 403 and key not in response.text
     assert server.chats()[0]["headers"]["authorization"] == f"Bearer {key}"
-    why = gw.close_run(plan["token"])["problem"]["why"]
+    why = gw.close_run(plan.token)["problem"].why
     assert why == (f"the server at {server.base} refused the key (401: Unauthorized: [OPENAI_API_KEY]): set "
                    "OPENAI_API_KEY in .env to the key it expects (LiteLLM's proxy: its master key or a virtual key)")
     assert key not in "\n".join(said) and all(
@@ -654,8 +655,8 @@ def test_a_model_still_loading_is_asked_again(gateway, servers):
     server = servers(llama_cpp()).answer(LOADING, 503).answer(llama_cpp_answer(json.dumps(PAYLOAD)))
     gw = gateway(server.base, models=[LLAMA_CPP])
     plan = gw.open_run()
-    assert ask(gw, plan["token"]).status_code == 200
-    assert [call["kind"] for call in gw.close_run(plan["token"])["calls"]] == ["server error 503", "answer"]
+    assert ask(gw, plan.token).status_code == 200
+    assert [call["kind"] for call in gw.close_run(plan.token)["calls"]] == ["server error 503", "answer"]
 
 
 # --- the keeper's setup ---------------------------------------------------------------------------------
@@ -721,7 +722,7 @@ def test_a_server_no_probe_knows_is_not_probed_again_each_run(gateway, servers):
     """llama-cpp-python says no context anywhere: its probes were repeated before every run."""
     server = servers(bare())
     gw = gateway(server.base)
-    gw.close_run(gw.open_run()["token"])
+    gw.close_run(gw.open_run().token)
     probed = len(server.requests)
-    gw.close_run(gw.open_run()["token"])
+    gw.close_run(gw.open_run().token)
     assert probed > 1 and len(server.requests) == probed

@@ -18,6 +18,7 @@ from test_openai_compatible import (LLAMA_CPP, Stream, llama_cpp, llama_cpp_answ
                                     servers)
 
 formats = load_keeper("formats")
+Problem, Trouble = load_keeper("outcomes").Problem, load_keeper("outcomes").Trouble
 
 # Qwen2.5-Coder 1.5B, asked for JSON: a file's text as a Python triple-quoted string, then a `\'` escape
 TRIPLE_QUOTED = '```json\n{\n  "tasks": ["Create notes.py"],\n  "done": [],\n  "files": [\n    {\n      "path": ' \
@@ -106,8 +107,8 @@ def ask_local(servers, tmp_path, answer):
     gw.start()
     try:
         plan = gw.open_run()
-        response = ask(gw, plan["token"])
-        return (answer_of(response) if response.status_code == 200 else None), gw.close_run(plan["token"])
+        response = ask(gw, plan.token)
+        return (answer_of(response) if response.status_code == 200 else None), gw.close_run(plan.token)
     finally:
         gw.close()
 
@@ -159,16 +160,16 @@ def test_a_markdown_file_without_its_closing_tag_is_not_cut_at_a_fence_inside_it
 
 def test_the_answer_format_sent_back_is_no_answer(servers, tmp_path):
     answer, report = ask_local(servers, tmp_path, streamed("format_echoed"))
-    assert answer is None and report["problem"]["why"] == (
+    assert answer is None and report["problem"].why == (
         "no file to write: the answer held 3 task(s) and 1 file(s); dropped: path/of/the/file.py: the instructions' "
         "example path, not a file of the codebase")
 
 
 def test_an_answer_cut_off_before_a_file_came_whole_says_so(servers, tmp_path):
     answer, report = ask_local(servers, tmp_path, streamed("dash_on_every_line", "length"))
-    assert answer is None and report["problem"] == {"kind": "unusable", "why": (
+    assert answer is None and report["problem"] == Problem(Trouble.UNUSABLE, (
         "no file came whole: the block of seed.py (line 3) has no </file> (finishReason MAX_TOKENS, 563 characters: "
-        "the answer was cut off at its token limit)")}
+        "the answer was cut off at its token limit)"))
 
 
 def test_files_written_as_a_named_fenced_block_are_taken_and_the_whole_ones_kept_from_a_cut(servers, tmp_path):
