@@ -23,7 +23,7 @@ START = datetime(2026, 11, 20, 9, 0, 0, tzinfo=timezone.utc)  # the synthetic ru
 HOSTILE = "<script>alert(1)</script>"
 
 
-report, export, record = load_keeper("report"), load_keeper("export"), load_keeper("record")
+report, export, record, chart = (load_keeper(name) for name in ("report", "export", "record", "chart"))
 history, Reader = load_keeper("history"), load_keeper("snapshots").Reader
 Account, Outcome, Result = load_keeper("kinds").Account, load_keeper("kinds").Outcome, load_keeper("kinds").Result
 
@@ -444,4 +444,4 @@ def test_the_page_stays_a_size_a_browser_opens_however_long_the_run(tmp_path, mo
 def test_the_iteration_axis_is_labelled_at_round_steps_with_room_between_labels():
     for last, labels in ((1, [0, 1]), (4, [0, 1, 2, 3, 4]), (5, [0, 2, 5]), (37, [0, 10, 20, 30, 37]),
                          (1_234, [0, 500, 1_234]), (100_000, [0, 50_000, 100_000])):
-        assert [n for n, _ in report.x_ticks(last)] == labels
+        assert [n for n, _ in chart.x_ticks(last)] == labels

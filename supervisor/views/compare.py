@@ -19,7 +19,7 @@ from pathlib import Path
 from ..store import record
 from ..experiments.experiment import refuse
 from .history import load_cache, measure_states, state_snapshots
-from .report import BOTTOM, H, LEFT, RIGHT, STYLE, TOP, W, esc, nice_top, short, x_ticks, y_axis
+from .chart import BOTTOM, H, LEFT, RIGHT, STYLE, TOP, W, esc, nice_top, short, x_ticks, y_axis
 from ..settings import write_atomically
 from ..store.snapshots import Reader
 
