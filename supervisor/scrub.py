@@ -1,8 +1,8 @@
 """scrub: what leaves the keeper, for a person or upstream: secrets taken out by their value, control characters shown.
 
-    redact(text or bytes)     every secret's value as [ITS NAME], and anything shaped like a Google API key: the one
-                              scrub of every file the keeper writes (the log, the tasks, the page, the record, the
-                              report's cache) and of every line it prints
+    redact(text or bytes, held=())  every secret's value as [ITS NAME], and anything shaped like a Google API key:
+                              the one scrub of every file the keeper writes (the log, the tasks, the page, the
+                              record, the report's cache), of every line it prints and of what the gateway keeps
     printable(text, keep="")  every character that is not printable text shown as its escape (\\x1b, \\u202e): nothing
                               from a model or its processes moves a terminal's cursor, sets its title or clipboard
                               in any encoding a prompt could carry it
@@ -53,12 +53,14 @@ def is_secret(name):
 
 
 # --- the one scrub --------------------------------------------------------------------------------
-def redact(data):
+def redact(data, held=()):
     """The text (or bytes) with every secret's value, in any form it is written to a file in, as [ITS NAME], and
-    anything shaped like a Google API key as [GEMINI_API_KEY]."""
+    anything shaped like a Google API key as [GEMINI_API_KEY]. `held`: (name, value) of secrets the caller holds
+    besides (the gateway's key, as its backend was handed it)."""
     as_bytes = isinstance(data, (bytes, bytearray))
     text = bytes(data).decode("utf-8", "surrogateescape") if as_bytes else str(data)
-    for name, value in secrets():
+    held = [(name, value) for name, value in held if len(value) >= MIN_SECRET]
+    for name, value in sorted({*secrets(), *held}, key=lambda pair: (-len(pair[1]), pair)):
         for form in {value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1], html.escape(value)}:
             text = text.replace(form, f"[{name}]")
     text = KEY_SHAPES.sub("[GEMINI_API_KEY]", text)

@@ -45,7 +45,7 @@ from ..store.ledger import Books, next_pacific_midnight, utc_now
 from ..store.record import Sent
 from .models import FEATURES, Models
 from .outcomes import Kind, MovedOn, Plan, Reply, Retry, Trouble, refusal, stopping, unusable, waiting
-from ..settings import KEY_SHAPES, NAMED
+from ..settings import NAMED
 
 # --- settings ---------------------------------------------------------------------------------
 STEERING_ROOM = 2_000     # tokens a prompt needs besides the person's goal and tasks: the seed's rules (about
@@ -346,6 +346,8 @@ class Gateway:
             body = answers.adapt(request, facts := self.known.get(model), self.backend.answer_format)
         self.pace(run, model, math.ceil(answers.estimate_tokens(body) * MARGIN), deadline)
         with self.lock:
+            if run.over.is_set():  # its run ended while it waited or moved on: nothing is sent for it
+                raise Reply(503, "UNAVAILABLE", "the run ended before its request was sent")
             call = self.sent.leave(model)
             run.calls.append(call)
         began, outcomes.TAPE.exchanges, outcomes.TAPE.over = time.monotonic(), [], run.over
@@ -355,9 +357,9 @@ class Gateway:
             taped, outcomes.TAPE.exchanges, outcomes.TAPE.over = outcomes.TAPE.exchanges, None, None
         outcome.body, outcome.why = scrub.valid(outcome.body), scrub.valid(outcome.why)  # where an answer enters
         sent, received = taped[-1] if taped else (b"", b"")
-        call.update(latency=round(time.monotonic() - began, 3), sent=self.redact_bytes(sent),
-                    received=self.redact_bytes(received),
-                    asked=self.redact_bytes(json.dumps(request, ensure_ascii=False).encode()))  # as the seed asked
+        call.update(latency=round(time.monotonic() - began, 3), sent=self.redact(sent),
+                    received=self.redact(received),
+                    asked=self.redact(json.dumps(request, ensure_ascii=False).encode()))  # as the seed asked
         if outcome.body is not None:
             call["tokens"] = answers.read_usage(outcome.body)
         action = self.act(run, model, outcome, body)
@@ -428,17 +430,9 @@ class Gateway:
                 run.problem = reply.problem
         return reply.body()
 
-    def redact(self, text):
-        """The text without the key, or anything shaped like a Google API key."""
-        key, name = self.backend.key, self.backend.key_name
-        text = str(text).replace(key, f"[{name}]") if len(key) >= 8 else str(text)
-        return KEY_SHAPES.sub("[GEMINI_API_KEY]", text)
-
-    def redact_bytes(self, data):
-        """The bytes without the key, or anything shaped like a Google API key (a server may echo the key)."""
-        key, name = self.backend.key.encode(), self.backend.key_name
-        data = data.replace(key, f"[{name}]".encode()) if len(key) >= 8 else data
-        return re.sub(KEY_SHAPES.pattern.encode(), b"[GEMINI_API_KEY]", data)
+    def redact(self, data):
+        """The text or bytes without any secret (scrub.redact), the key it holds among them (a server may echo it)."""
+        return scrub.redact(data, [(self.backend.key_name, self.backend.key)])
 
     def say(self, line):
         self.said(self.redact(line))

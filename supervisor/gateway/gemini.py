@@ -21,7 +21,7 @@ import requests
 
 from .answers import FOLD_TOKENS, MARGIN
 from .models import DEFAULT_MODELS
-from .outcomes import Kind, Reading, TooLarge, fetch_bounded, one_line
+from .outcomes import Kind, Reading, TooLarge, fetch_bounded, json_of, names, one_line
 
 API_BASE = "https://generativelanguage.googleapis.com"  # where Gemini lives when GEMINI_API_BASE is unset
 TIMEOUT = (10, 300)       # seconds to connect upstream, and to wait for an answer (Gemma 4 31b can take a minute)
@@ -106,7 +106,7 @@ class Gemini:
 # --- errors ---------------------------------------------------------------------------------------
 def read_error(response):
     """(code, status, message, details) of an error answer, whatever its body (one wrapped in a list included)."""
-    body = json_of(response)
+    body = json_of(response, (dict, list))
     if isinstance(body, list) and len(body) == 1:  # [{"error": ...}], as Google's SDK unwraps it
         body = body[0]
     error = body.get("error") if isinstance(body, dict) else None
@@ -204,7 +204,7 @@ def show_models(environ):
         _, _, message, _ = read_error(response)
         raise ValueError(f"Gemini refused to list models ({response.status_code}): {message} Check GEMINI_API_KEY in "
                          ".env.")
-    models = (json_of(response) or {}).get("models") if isinstance(json_of(response), dict) else None
+    models = (json_of(response) or {}).get("models")
     chosen = names(environ.get("GEMINI_MODEL", ""))
     used, mark = (chosen, "yes") if chosen else (names(DEFAULT_MODELS), "default")
     print(f"{'model':<34} {'input tokens':>12} {'output tokens':>13}  in GEMINI_MODEL")
@@ -219,14 +219,3 @@ def show_models(environ):
 
 def chosen_models(environ):
     return names(environ.get("GEMINI_MODEL", "").strip() or DEFAULT_MODELS)
-
-
-def json_of(response):
-    try:
-        return response.json()
-    except (ValueError, RecursionError):
-        return None
-
-
-def names(text):
-    return [name.strip() for name in text.split(",") if name.strip()]

@@ -33,7 +33,7 @@ from datetime import timedelta
 import requests
 
 from .answers import FOLD_TOKENS, MARGIN
-from .outcomes import TAPE, Kind, Plan, Reading, TooLarge, fetch_bounded, one_line, utc_now
+from .outcomes import TAPE, Kind, Plan, Reading, TooLarge, fetch_bounded, json_of, names, one_line, utc_now
 from .streaming import STREAM, reader
 
 # --- settings ---------------------------------------------------------------------------------
@@ -514,14 +514,6 @@ def fetch(url, key, body=None, timeout=PROBE_TIMEOUT):
     return json_of(response) if response.status_code == 200 else None
 
 
-def json_of(response):
-    try:
-        value = response.json()
-    except (ValueError, RecursionError):
-        return None
-    return value if isinstance(value, dict) else None
-
-
 def entries(body, name):
     """The objects listed under `name` in a body (none when it is missing or odd)."""
     listed = (body or {}).get(name)
@@ -534,7 +526,3 @@ def positive(value):
 
 def bearer(key):
     return {"Authorization": f"Bearer {key}"} if key else {}
-
-
-def names(text):
-    return [name.strip() for name in text.split(",") if name.strip()]

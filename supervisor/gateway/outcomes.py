@@ -151,5 +151,19 @@ def one_line(text):
     return " ".join(str(text).split())
 
 
+def names(text):
+    """The names a setting lists, separated by commas (GEMINI_MODEL, OPENAI_MODEL)."""
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+def json_of(response, kinds=dict):
+    """The response's body as JSON when it is of `kinds` (a JSON object by default), else None."""
+    try:
+        value = response.json()
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, kinds) else None
+
+
 def utc_now():
     return datetime.now(timezone.utc)

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from ..settings import load_json, save_json
+from ..settings import load_json, save_json, utc_now
 
 UNREACHED = "network error"  # the kind of a request that never reached the server
 WINDOW = 61.0  # seconds: the sliding window of the per-minute limits, with a second for the time a request takes
@@ -70,10 +70,6 @@ class Books:
 def reached(use):
     """Of a day's use of a model, the requests that may have reached the server: those its quota counts."""
     return use.get("requests", 0) - use.get("kinds", {}).get(UNREACHED, 0)
-
-
-def utc_now():
-    return datetime.now(timezone.utc)
 
 
 def read_time(text):

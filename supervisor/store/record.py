@@ -29,7 +29,9 @@ import os
 import re
 import secrets
 import sqlite3
+import stat
 import zlib
+from datetime import date, timedelta
 from difflib import SequenceMatcher
 from urllib.request import pathname2url
 
@@ -39,11 +41,13 @@ from ..kinds import TOKEN_FIELDS, Outcome
 from .journal import logs_set_aside, telling_lines
 from .ledger import UNREACHED, pacific, pacific_day, reached
 from ..scrub import redact
-from ..settings import (LOG, LOG_SHOWN, LOGS_ASIDE, QUOTA, ROOT, STEERING, TEST_SUPPORT, keeper_code, load_json,
-                        read_stamp, source_of, stamp, tail_of, utc_now)
+from ..settings import (LOG, LOG_SHOWN, LOGS_ASIDE, QUOTA, ROOT, STEERING, TEST_SUPPORT, keeper_code, read_stamp,
+                        source_of, stamp, tail_of, utc_now)
 
 NAME = "record.sqlite"
 USAGE = "usage.json"  # where a keeper before 2026-12-06 booked each request first: folded in, then removed
+USAGE_DAYS = 7        # the Pacific days such a usage.json kept
+FOLD_MOST = 1_000     # requests folded in from it at the most
 CHAIN = 50            # prompts stored as deltas one after the other before one is stored whole again
 WINDOW = 32_768       # bytes of zlib's preset dictionary that it can use
 PIECE = re.compile(rb"(?<=\\n)|(?<=\n)")  # where a prompt is cut to diff it: after each (JSON-escaped) line break
@@ -125,12 +129,14 @@ class Writer:
         self.chain, self.base = self.last_prompt()
         held = [self.db.execute(f"SELECT count(*) FROM {table}").fetchone()[0] for table in ("iterations", "kept",
                                                                                              "runs")]
+        usage = old_usage(path.with_name(USAGE))
         if not any(held):  # a new record (not a fork's, which names its parent first): bring in what today's kept
             migrate(self, path.parent.parent)
-        elif (usage := path.with_name(USAGE)).exists():  # a keeper before 2026-12-06 booked requests there first
+        elif usage is not None:
             with Transaction(self.db):
-                self.fold(load_json(usage))
-        path.with_name(USAGE).unlink(missing_ok=True)
+                self.fold(usage)
+        if usage is not None:  # read (or kept by the migration): the record is the one count now
+            path.with_name(USAGE).unlink()
 
     def last_prompt(self):
         """(the chain the next prompt continues, the last prompt's bytes) or (None, None)."""
@@ -174,9 +180,12 @@ class Writer:
         tokens = call.get("tokens") or {}
         values = (number, call.get("day"), call.get("model"), call.get("kind"), tokens.get("prompt", 0),
                   tokens.get("output", 0), tokens.get("thinking", 0), call.get("latency"), wasted)
-        if "id" in call:
+        if "id" in call:  # booked as it left: what it came back as is kept, if it came back after close_run's copy
             self.db.execute(f"UPDATE requests SET ({', '.join(REQUEST_COLUMNS)}) = ({', '.join('?' * len(values))}) "
-                            "WHERE id = ?", (*values, call["id"]))
+                            "WHERE id = ? AND (kind = 'no answer' OR ? != 'no answer')",
+                            (*values, call["id"], call.get("kind")))
+            self.db.execute("UPDATE requests SET iteration = ?, wasted = coalesce(wasted, 'no answer') WHERE id = ? "
+                            "AND ? = 'no answer'", (number, call["id"], call.get("kind")))  # the run never had it
         request = call.get("id") or self.db.execute(f"INSERT INTO requests ({', '.join(REQUEST_COLUMNS)}) VALUES "
                                                     f"({', '.join('?' * len(values))})", values).lastrowid
         if "sent" in call:
@@ -217,27 +226,33 @@ class Writer:
                             values)
 
     def fold(self, usage):
-        """The requests an older keeper's usage.json ({day: {model: use}}) booked that the record lacks (cut short
-        before their iteration's row), as requests no row holds yet: the next row takes them."""
-        held = ledger_of(self.db)
-        for day, models in usage.items():
-            for model, use in models.items() if isinstance(models, dict) else ():
-                booked = use.get("requests") if isinstance(use, dict) else None
-                lacking = booked - held.get(day, {}).get(model, {}).get("requests", 0) if type(booked) is int and \
-                    re.fullmatch(r"\d{4}-\d\d-\d\d", day) else 0
-                self.db.executemany("INSERT INTO requests (day, model, kind, prompt_tokens, output_tokens, "
-                                    "thinking_tokens) VALUES (?, ?, 'no answer', 0, 0, 0)",
-                                    [(day, model)] * min(max(lacking, 0), 1_000))
+        """The requests an older keeper's usage.json ({day: {model: use}}: its last USAGE_DAYS Pacific days) booked
+        that the record lacks (cut short before their iteration's row), as requests no row holds yet, those that
+        never reached the model as such: the next row takes them. What is not a day of those, or not a count, adds
+        none, and FOLD_MOST at the most."""
+        held, today = ledger_of(self.db), pacific_day()
+        oldest = (date.fromisoformat(today) - timedelta(days=USAGE_DAYS - 1)).isoformat()
+        lacking = []
+        for day, models in usage.items() if isinstance(usage, dict) else ():
+            if not (re.fullmatch(r"\d{4}-\d\d-\d\d", day) and oldest <= day <= today and isinstance(models, dict)):
+                continue
+            for model, use in models.items():
+                use, have = whole(use), whole(held.get(day, {}).get(model))
+                missing = max(0, use["requests"] - have["requests"])
+                unreached = min(missing, max(0, use["kinds"].get(UNREACHED, 0) - have["kinds"].get(UNREACHED, 0)))
+                lacking += [(day, model, UNREACHED)] * unreached + [(day, model, "no answer")] * (missing - unreached)
+        self.db.executemany("INSERT INTO requests (day, model, kind, prompt_tokens, output_tokens, thinking_tokens) "
+                            "VALUES (?, ?, ?, 0, 0, 0)", lacking[:FOLD_MOST])
 
     def carry(self, ledger, files):
         """The counts of requests from before the record (an old usage.json's) and the old files, as a migration
         brings them in."""
         for day, models in ledger.items():
             for model, use in models.items():
+                use = whole(use)
                 self.db.execute("INSERT OR REPLACE INTO carried VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                                (day, model, use.get("requests", 0), use.get("prompt", 0), use.get("output", 0),
-                                 use.get("thinking", 0), json.dumps(use.get("kinds", {})),
-                                 json.dumps(use.get("wasted", {}))))
+                                (day, model, use["requests"], use["prompt"], use["output"], use["thinking"],
+                                 json.dumps(use["kinds"]), json.dumps(use["wasted"])))
         for name, data in files.items():
             self.db.execute("INSERT OR REPLACE INTO kept VALUES (?, ?)", (name, data))
 
@@ -267,14 +282,15 @@ class Sent:
     """The gateway's own connection to the record (under the gateway's lock): each request booked as it leaves, so
     that one cut short still counts against its day, and what it came back as once it has."""
 
-    def __init__(self, state):
+    def __init__(self, state, busy=5.0):
         self.path, self.db, self.closed = Path(state) / NAME, None, False
+        self.busy = busy  # seconds it waits for a write another connection holds (a person's sqlite3 shell, say)
 
     def connection(self):
         if self.closed:
             raise sqlite3.ProgrammingError("the gateway has closed its connection to the record")
-        if self.db is None:
-            self.db = connect(self.path, check_same_thread=False)  # the gateway's threads take turns under its lock
+        if self.db is None:  # the gateway's threads take turns under its lock
+            self.db = connect(self.path, check_same_thread=False, timeout=self.busy)
         return self.db
 
     def today(self, model):
@@ -283,7 +299,7 @@ class Sent:
         found = db.execute("SELECT count(*) FROM requests WHERE day = ? AND model = ? AND kind != ?",
                            (day, model, UNREACHED)).fetchone()[0]
         carried = db.execute("SELECT requests, kinds FROM carried WHERE day = ? AND model = ?", (day, model)).fetchone()
-        return found + (reached({"requests": carried[0], "kinds": json.loads(carried[1])}) if carried else 0)
+        return found + (reached(whole({"requests": carried[0], "kinds": json.loads(carried[1])})) if carried else 0)
 
     def leave(self, model):
         """A call for a request about to be sent: its row booked first, with its day (Pacific) and model."""
@@ -295,14 +311,18 @@ class Sent:
 
     def back(self, call, kind):
         """What the request came back as (its kind, its tokens, as waste unless an answer), as soon as it has; its
-        iteration's row says which answer was wasted. After the gateway closed, the row holds the call as it was."""
+        iteration's row says which answer was wasted (and that one the run never had was: it came back after its
+        row). After the gateway closed, or when the record cannot be written (a person's lock held past `busy`), its
+        row stays as booked: counted, its answer still the seed's."""
         call["kind"] = kind
-        if self.closed:
-            return
         tokens = [call["tokens"].get(name, 0) for name in TOKEN_FIELDS]
-        self.connection().execute("UPDATE requests SET kind = ?, wasted = ?, prompt_tokens = ?, output_tokens = ?, "
-                                  "thinking_tokens = ? WHERE id = ?",
-                                  (kind, None if kind == "answer" else kind, *tokens, call["id"]))
+        try:
+            self.connection().execute(
+                "UPDATE requests SET kind = ?, wasted = CASE WHEN iteration IS NULL THEN ? ELSE coalesce(wasted, ?) "
+                "END, prompt_tokens = ?, output_tokens = ?, thinking_tokens = ? WHERE id = ?",
+                (kind, None if kind == "answer" else kind, kind, *tokens, call["id"]))
+        except sqlite3.Error:
+            pass
 
     def close(self):
         self.closed = True
@@ -310,10 +330,10 @@ class Sent:
             self.db.close()
 
 
-def connect(path, check_same_thread=True):
+def connect(path, check_same_thread=True, timeout=30):
     """A writing connection to the record at `path`, its tables made if missing."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    db = sqlite3.connect(path, isolation_level=None, timeout=30, check_same_thread=check_same_thread)
+    db = sqlite3.connect(path, isolation_level=None, timeout=timeout, check_same_thread=check_same_thread)
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA synchronous=NORMAL")  # in WAL mode: whole after a crash, if not after a power cut
     db.executescript(SCHEMA)
@@ -659,12 +679,39 @@ def ledger(root=ROOT):
     return books
 
 
+def old_usage(path):
+    """What a usage.json an older keeper left says ({} when it is no JSON object), or None when there is none, it is
+    no file (a folder, a link) or it cannot be read: then it is left as it is."""
+    try:
+        if not stat.S_ISREG(path.lstat().st_mode):
+            return None
+        data = path.read_bytes()
+    except OSError:
+        return None
+    try:
+        value = json.loads(data)
+    except (ValueError, RecursionError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def whole(use):
+    """A day's use of a model with only what counts in it (what a hand edit of an old usage.json left of another
+    shape counts as none): requests and tokens as whole numbers, kinds and waste as {name: whole number}."""
+    use = use if isinstance(use, dict) else {}
+    count = lambda value: value if type(value) is int and value > 0 else 0  # noqa: E731
+    tally = lambda counts: {str(name): count(n) for name, n in counts.items() if count(n)} \
+        if isinstance(counts, dict) else {}  # noqa: E731
+    return {**{name: count(use.get(name)) for name in ("requests", "prompt", "output", "thinking")},
+            "kinds": tally(use.get("kinds")), "wasted": tally(use.get("wasted"))}
+
+
 def ledger_of(db):
     books = {}
     for day, model, requests, prompt, output, thinking, kinds, wasted in db.execute("SELECT * FROM carried"):
-        books.setdefault(day, {})[model] = {"requests": requests, "prompt": prompt, "output": output,
-                                            "thinking": thinking, "kinds": json.loads(kinds),
-                                            "wasted": json.loads(wasted)}
+        books.setdefault(day, {})[model] = whole({"requests": requests, "prompt": prompt, "output": output,
+                                                  "thinking": thinking, "kinds": json.loads(kinds),
+                                                  "wasted": json.loads(wasted)})
     for day, model, kind, wasted, requests, prompt, output, thinking in db.execute(
             f"SELECT coalesce(day, ''), coalesce(model, ''), coalesce(kind, ''), wasted, count(*), {TOKENS} "
             "FROM requests GROUP BY day, model, kind, wasted"):
@@ -731,7 +778,7 @@ def migrate(book, root):
     logs set aside in backups/logs/, for a record made anew) as a row, usage.json's counts as carried, and the old
     log, usage.json and quota.json kept whole."""
     log, usage, quota = root / LOG.name, root / "backups" / USAGE, root / "backups" / QUOTA.name
-    files = {path.name: path.read_bytes() for path in (log, usage, quota) if path.exists()}
+    files = {path.name: path.read_bytes() for path in (log, usage, quota) if path.is_file()}
     aside = logs_set_aside(root / "backups" / LOGS_ASIDE.name)
     if not files and not aside:
         return

@@ -8,7 +8,7 @@ import os
 import sqlite3
 import subprocess
 import sys
-from datetime import datetime
+from datetime import date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import fake_gemini as api
@@ -60,8 +60,9 @@ def cwd_of(pid):
 
 def test_ctrl_c_while_the_gate_judges_the_answer_keeps_the_request_and_its_exchange(workspace, env, gemini):
     gemini.reply(api.answer([SLOW_TEST]))
-    judged = str(workspace / ".seed" / "judged")  # where the gate's check runs the slow test (launched or forked)
-    out = stopped_by_ctrl_c_when(workspace, env, lambda: any(cwd_of(pid).startswith(judged)
+    gate = (str(workspace / ".seed" / "judged"), str(workspace / ".seed" / "tmp" / "keeper-here-"))  # where the
+    # gate's check collects (the candidate laid out), then where it runs the slow test (a folder of the test's own)
+    out = stopped_by_ctrl_c_when(workspace, env, lambda: any(cwd_of(pid).startswith(gate)
                                                              for pid in processes_in(workspace)))
     said_everywhere(workspace, env, out)
     assert requests_in_record(workspace)[0][3] == "answer"
@@ -106,24 +107,49 @@ def test_a_request_cut_short_by_kill_9_is_in_the_row_the_next_start_writes(works
 
 def test_the_usage_json_an_older_keeper_left_adds_what_the_record_lacks_once_and_nonsense_adds_none(workspace, env,
                                                                                                   gemini):
-    """A keeper before 2026-12-06 booked each request first in backups/usage.json: one it booked there that the
-    record lacks (cut short before its row) is in the next row; what is not a count of a day's requests adds none;
+    """A keeper before 2026-12-06 booked each request first in backups/usage.json (its last seven Pacific days): one
+    it booked there that the record lacks (cut short before its row) is in the next row, one that never reached the
+    model as such; what is not a count of those days' requests adds none (a day of long ago, a count of 10**30);
     then the file is gone (the record is the one count)."""
     gemini.reply(api.answer([("a.py", "a = 1\n")]))
     assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
+    long_ago = (date.fromisoformat(today()) - timedelta(days=7)).isoformat()
     (workspace / "backups" / "usage.json").write_text(json.dumps({
-        today(): {"gemini-3.5-flash": {"requests": 3}, "gemma-4": {"requests": "x"}, "other": 5},
-        "not a day": {"gemini-3.5-flash": {"requests": 4}}}))
+        today(): {"gemini-3.5-flash": {"requests": 3, "kinds": {"network error": 1}}, "gemma-4": {"requests": "x"},
+                  "other": 5},
+        "not a day": {"gemini-3.5-flash": {"requests": 4}}, "1000-01-01": {"gemini-3.5-flash": {"requests": 10 ** 30}},
+        long_ago: {"gemini-3.5-flash": {"requests": 5}}}))
     gemini.reply(api.answer([("b.py", "b = 1\n")]))
     done = run_fallback(workspace, env, "--iterations", "1")
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     assert not (workspace / "backups" / "usage.json").exists()
     assert [row[:3] for row in requests_in_record(workspace)] == [(1, today(), "gemini-3.5-flash")] + \
         [(2, today(), "gemini-3.5-flash")] * 3
-    assert "gemini-3.5-flash, 3 request(s)" in (workspace / "iteration_log.md").read_text().split("## Iteration 2")[1]
-    assert booked_today(workspace) == {"gemini-3.5-flash": {"requests": 4, "prompt": 2400, "output": 600,
-                                                            "thinking": 300, "kinds": {"answer": 2, "no answer": 2},
-                                                            "wasted": {}}}
+    assert "gemini-3.5-flash, 2 request(s)" in (workspace / "iteration_log.md").read_text().split("## Iteration 2")[1]
+    assert booked_today(workspace) == {"gemini-3.5-flash": {
+        "requests": 4, "prompt": 2400, "output": 600, "thinking": 300,
+        "kinds": {"answer": 2, "no answer": 1, "network error": 1}, "wasted": {}}}
     gemini.reply(api.answer([("c.py", "c = 1\n")]))
     assert run_fallback(workspace, env, "--iterations", "1").returncode == 0
     assert len(requests_in_record(workspace)) == 5  # folded once
+
+
+def test_a_usage_json_that_is_no_file_is_left_alone_and_one_of_junk_migrated_counts_none(workspace, env, gemini):
+    """The attacks on the one count: a folder named usage.json beside a record; and a workspace from before the
+    record whose usage.json holds today's requests as counts and kinds as junk (a hand edit): the keeper runs,
+    carrying only what counts."""
+    (workspace / "backups").mkdir(exist_ok=True)
+    (workspace / "backups" / "usage.json").write_text(json.dumps({today(): {"gemini-3.5-flash": {
+        "requests": 2, "kinds": ["x"], "wasted": {"429 per day": "1"}, "prompt": -5}}}))
+    gemini.reply(api.answer([("a.py", "a = 1\n")]))
+    done = run_fallback(workspace, env, "--iterations", "1")
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    with sqlite3.connect(workspace / "backups" / "record.sqlite") as db:
+        assert db.execute("SELECT day, model, requests, prompt, kinds, wasted FROM carried").fetchall() == [
+            (today(), "gemini-3.5-flash", 2, 0, "{}", "{}")]
+    assert not (workspace / "backups" / "usage.json").exists()  # kept in the record whole (its table `kept`)
+    (workspace / "backups" / "usage.json").mkdir()
+    gemini.reply(api.answer([("b.py", "b = 1\n")]))
+    done = run_fallback(workspace, env, "--iterations", "1")
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert (workspace / "backups" / "usage.json").is_dir() and len(requests_in_record(workspace)) == 2

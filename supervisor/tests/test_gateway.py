@@ -570,6 +570,89 @@ def test_the_ledger_counts_every_request_exactly_even_when_the_seed_hangs_up(gat
     assert requests_booked(state, f"{today - timedelta(days=365)}")[FLASH]["requests"] == 20
 
 
+def record_rows(state):
+    """(kind, prompt tokens, wasted, iteration) of each request in the record, as it left."""
+    with contextlib.closing(sqlite3.connect(state / "record.sqlite")) as db:
+        return db.execute("SELECT kind, prompt_tokens, wasted, iteration FROM requests ORDER BY id").fetchall()
+
+
+def held_by_a_person(state, seconds, taken):
+    """A person's `sqlite3 backups/record.sqlite` with BEGIN IMMEDIATE left open for `seconds` (`taken` is set once
+    it holds the lock)."""
+    def hold():
+        with contextlib.closing(sqlite3.connect(state / "record.sqlite", isolation_level=None)) as db:
+            db.execute("BEGIN IMMEDIATE")
+            taken.set()
+            time.sleep(seconds)
+            db.execute("ROLLBACK")
+    threading.Thread(target=hold, daemon=True).start()
+    taken.wait(5)
+
+
+def test_a_record_a_person_holds_locked_never_costs_an_answer_and_nothing_is_sent_that_cannot_be_counted(
+        gateway, upstream, state):
+    """The attack: a person's sqlite3 shell holds the record's write lock. While the model answers, the answer still
+    reaches the seed (its request stays counted as it left); before a request leaves, nothing is sent, so nothing
+    the record cannot count is spent."""
+    gw = gateway()
+    gw.sent.busy = 0.3  # the keeper waits 5 s for such a lock
+    plan = gw.open_run()
+    upstream.reply(api.answer(NOTES), hook=lambda request: held_by_a_person(state, 1.0, threading.Event()))
+    assert answer_of(ask(gw, plan.token)) == {"tasks": ["task one", "task two", "task three"], "done": [],
+                                               "files": [{"path": "notes.py", "content": NOTES[0][1]}]}
+    gw.close_run(plan.token)
+    time.sleep(1.0)
+    assert record_rows(state) == [("no answer", 0, None, None)]  # counted against the day; its row makes it whole
+    plan = gw.open_run()
+    held_by_a_person(state, 1.0, threading.Event())
+    refused = ask(gw, plan.token)
+    assert refused.status_code == 500 and "database is locked" in refused.text
+    assert len(upstream.requests) == 1 and len(record_rows(state)) == 1
+
+
+def test_a_request_that_comes_back_after_its_run_closed_keeps_what_it_came_back_as(gateway, upstream, state):
+    """--timeout while the model answers, the gateway's wait for it over: the answer that comes back after is kept
+    as it came (its tokens, its kind, wasted: the run never had it), whether its row is written before or after."""
+    record = load_keeper("record")
+    for row_first in (False, True):
+        gw = gateway()
+        book = record.Writer(state / "record.sqlite")
+        plan = gw.open_run()
+        upstream.reply(api.answer(NOTES), delay=1.0)
+        asking = threading.Thread(target=lambda: ask(gw, plan.token, timeout=30))
+        asking.start()
+        while len(upstream.requests) < 1 + row_first:
+            time.sleep(0.01)
+        report = gw.close_run(plan.token, linger=0)
+        row = {**dict.fromkeys(record.COLUMNS), "number": 1 + row_first, "kind": "stopped", "outcome": "stopped",
+               "requests": report["requests"], "model": FLASH}
+        if row_first:
+            book.write(row, report["calls"])
+        asking.join()
+        if not row_first:
+            book.write(row, report["calls"])
+        book.db.close()
+        assert record_rows(state)[-1] == ("answer", 1200, "no answer", 1 + row_first)
+    assert requests_booked(state)[FLASH]["requests"] == 2
+
+
+def test_a_run_that_ends_while_its_request_moves_on_to_the_next_model_sends_nothing_more(gateway, upstream, state):
+    """The model says its day is spent after the run ended (--timeout): the request would move on to the next
+    model, for a run nobody waits for; it is never sent."""
+    upstream.reply(api.per_day(), delay=1.0)
+    gw = gateway([FLASH, LITE])
+    plan = gw.open_run()
+    asking = threading.Thread(target=lambda: ask(gw, plan.token, timeout=30))
+    asking.start()
+    while not upstream.requests:
+        time.sleep(0.01)
+    gw.close_run(plan.token, linger=0)
+    asking.join()
+    assert [request["model"] for request in upstream.requests] == [FLASH]
+    assert requests_booked(state) == {FLASH: {"requests": 1, "prompt": 0, "output": 0, "thinking": 0,
+                                              "kinds": {"429 per day": 1}, "wasted": {"429 per day": 1}}}
+
+
 # --- the door checks before it reads (issue 18, item 7) ---------------------------------------------
 def post_raw(gw, head, body=b""):
     """Send a request by hand (a declared length need not be sent) and read the status line."""
