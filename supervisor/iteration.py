@@ -27,6 +27,7 @@ from .confined import blame, evaluate, gate, terrarium, zygote
 from . import decide
 from .store import journal, snapshots as snap
 from .gateway.answers import CHARS_PER_TOKEN
+from .gateway.outcomes import Trouble
 from .events import phase, tell
 from .scrub import redact, secret_in
 from .kinds import SAME_FILES, Account, Failure, Outcome, Result, RunFailure, ScoreFailure
@@ -73,7 +74,7 @@ class Memory:
     repeat: tuple | None = None     # (start, mark) of the last failure of a run's own doing
     pause: float = 0
     dry: int = 0
-    interrupted: dict | None = None  # the gateway's account of a run Ctrl+C stopped
+    interrupted: Account | None = None  # what a run Ctrl+C stopped came to, with the gateway's account
     cut_short: bool = False          # the last iteration could not write all it meant to: recover() before the next
     rolled_back: tuple | None = None  # (why, the output's telling lines, [(path, text)]) of the last answer rolled back
     again: int = 0                   # answers in a row that were the same files again
@@ -370,9 +371,9 @@ def settle_run(number, index, start, run, verdict, score):
     """Land the change (ticking what its answer finished), or say why nothing changed."""
     said, problem = run.said, run.said.problem
     base = dict(start=start["id"], said=said, changes=run.changes, not_landed=run.not_landed)
-    if problem and problem.kind == "stop" or run.code == EX_CONFIG:
+    if problem and problem.kind is Trouble.STOP or run.code == EX_CONFIG:
         result = Result(Outcome.STOPPED, "configuration error", problem.why if problem else seed_message(run), **base)
-    elif problem and problem.kind == "wait" and not run.changes:
+    elif problem and problem.kind is Trouble.WAIT and not run.changes:
         result = Result(Outcome.WAITING, reason=problem.why, until=problem.until, **base)
     elif run.changes:
         result = land(number, index, start, run, verdict, score, base)

@@ -82,8 +82,7 @@ class Account:
     what it refused to write (with what the gateway dropped of the answer), and the gateway's account of its
     requests: the model, how many, their tokens, each call as the record keeps it, what was salvaged of a cut answer,
     whether an answer came, the problem to act on (the gateway's outcomes.Problem, or None), a request still under
-    way; and
-    from the answer itself, its tasks and the open tasks it finished."""
+    way; and from the answer itself, its tasks and the open tasks it finished."""
     outcome: str = ""
     reason: str = ""
     refused: tuple = ()

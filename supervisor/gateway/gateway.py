@@ -30,6 +30,7 @@ import math
 import random
 import re
 import secrets
+import sqlite3
 import threading
 import time
 from collections import Counter
@@ -348,7 +349,11 @@ class Gateway:
         with self.lock:
             if run.over.is_set():  # its run ended while it waited or moved on: nothing is sent for it
                 raise Reply(503, "UNAVAILABLE", "the run ended before its request was sent")
-            call = self.sent.leave(model)
+            try:
+                call = self.sent.leave(model)
+            except sqlite3.Error as error:  # what cannot be counted is not sent
+                raise unusable(f"the request was not sent: backups/record.sqlite cannot be written ({error}; a "
+                               "sqlite3 shell holding a write on it?)", 503, "UNAVAILABLE") from None
             run.calls.append(call)
         began, outcomes.TAPE.exchanges, outcomes.TAPE.over = time.monotonic(), [], run.over
         try:

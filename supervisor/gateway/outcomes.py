@@ -4,6 +4,7 @@
     Reading(Kind.RETRY_LATER, "server error 503", why="answered 503: Loading model")
     raise stopping("the server refused the key ...")                # a Reply: an error for the seed, in Gemini's
                                                                     # shape, and the problem it means for the run
+    json_of(response); names("a, b")                                # a body as JSON; the models a setting lists
 Each backend (gemini.py, openai_compatible.py) reads its server's answers and errors, whatever their status,
 into one Reading; the gateway acts on its Kind and never reads a wire format itself. What the seed gets
 instead of an answer is a Reply: wait (until when), stop (why), or unusable. What the loop gets for its next

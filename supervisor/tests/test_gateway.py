@@ -606,7 +606,8 @@ def test_a_record_a_person_holds_locked_never_costs_an_answer_and_nothing_is_sen
     plan = gw.open_run()
     held_by_a_person(state, 1.0, threading.Event())
     refused = ask(gw, plan.token)
-    assert refused.status_code == 500 and "database is locked" in refused.text
+    assert refused.status_code == 503 and "the request was not sent: backups/record.sqlite cannot be written (" \
+        "database is locked; a sqlite3 shell holding a write on it?)" in refused.text
     assert len(upstream.requests) == 1 and len(record_rows(state)) == 1
 
 

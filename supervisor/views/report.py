@@ -4,8 +4,9 @@
 
 It renders the run as history.py reads it (the record, the snapshots, what each state measures, each landing's
 diff) with pending_tasks.md and goal.md, and nothing else, so the page cannot disagree with the keeper. The page
-is one file that needs no network: inline CSS (light and dark, phone and desktop), charts drawn here as inline
-SVG, <details> to fold, no script. Everything that came from the model or a person is escaped.
+is one file that needs no network: inline CSS (light and dark, phone and desktop), charts drawn as inline SVG
+(their frame, scales and axes: chart.py), <details> to fold, no script. Everything that came from the model or a
+person is escaped.
 """
 import os
 import re
