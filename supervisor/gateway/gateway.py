@@ -6,8 +6,8 @@ whom, and when.
     plan = gw.open_run(steering)        # an outcomes.Plan: a run (token, model, budget), a wait or a stop
     ...                                 # the seed runs with GEMINI_API_BASE=gw.url, GEMINI_API_KEY=plan.token
     gw.waited(plan.token)               # seconds the gateway itself waited during the run (its limit grows by them)
-    report = gw.close_run(plan.token)   # what the run asked, spent, got, refused; any problem; each call's
-                                          # bytes as the seed asked, as sent upstream, received, and cleaned
+    report = gw.close_run(plan.token)   # an outcomes.Report: what the run asked, spent, got, refused; any problem;
+                                        # each call's bytes as the seed asked, as sent upstream, received, cleaned
     gw.close()
 The seed POSTs /v1beta/models/{any}:generateContent (or /v1/...) with its run's token, checked before its body
 is read; answers.py reads the request, adapts it to the wire (never adding content nor choosing sampling: what
@@ -45,7 +45,7 @@ from .answers import CHARS_PER_TOKEN, MARGIN
 from ..store.ledger import Books, next_pacific_midnight, utc_now
 from ..store.record import Sent
 from .models import FEATURES, Models
-from .outcomes import Kind, MovedOn, Plan, Reply, Retry, Trouble, refusal, stopping, unusable, waiting
+from .outcomes import Kind, MovedOn, Plan, Reply, Report, Retry, Trouble, refusal, stopping, unusable, waiting
 from ..settings import NAMED
 
 # --- settings ---------------------------------------------------------------------------------
@@ -151,7 +151,7 @@ class Gateway:
             asking = run.under_way > 0  # the run ended while the model had its request: a wait on the world
             run.busy.wait_for(lambda: run.under_way == 0, timeout=self.linger if linger is None else linger)
         with self.lock:
-            return {**report_of(run), "asking": asking}
+            return report_of(run, asking)
 
     def tally(self, model, wasted_on):
         """Keep what each answer of a model came to (None: it landed; else the kind of what it failed on): after STREAK
@@ -446,13 +446,13 @@ class Gateway:
         self.told(self.redact(line))
 
 
-def report_of(run):
-    """What close_run hands the keeper."""
+def report_of(run, asking):
+    """What close_run hands the keeper: the run's Report, each call a copy as it is now."""
     calls = copy.deepcopy(run.calls)
-    return {"model": calls[-1]["model"] if calls else None, "requests": len(calls), "calls": calls,
-            "tokens": {name: sum(call["tokens"][name] for call in calls) for name in TOKEN_FIELDS},
-            "refused": list(run.refused), "salvaged": run.salvaged, "answered": run.answered,
-            "problem": run.problem, "planned": copy.deepcopy(run.planned)}
+    return Report(model=calls[-1]["model"] if calls else None, requests=len(calls), calls=tuple(calls),
+                  tokens={name: sum(call["tokens"][name] for call in calls) for name in TOKEN_FIELDS},
+                  refused=tuple(run.refused), salvaged=run.salvaged, answered=run.answered, problem=run.problem,
+                  tasks=tuple(run.planned["tasks"]), done=tuple(run.planned["done"]), asking=asking)
 
 
 def same(token, expected):

@@ -8,7 +8,7 @@
 Each backend (gemini.py, openai_compatible.py) reads its server's answers and errors, whatever their status,
 into one Reading; the gateway acts on its Kind and never reads a wire format itself. What the seed gets
 instead of an answer is a Reply: wait (until when), stop (why), or unusable. What the loop gets for its next
-run is a Plan: a run, a wait or a stop.
+run is a Plan: a run, a wait or a stop; and of a run that ended, a Report.
 """
 import math
 import threading
@@ -110,6 +110,25 @@ class Retry(Exception):
     def __init__(self, kind, why, delay=None):
         super().__init__(why)
         self.kind, self.why, self.delay = kind, why, delay
+
+
+@dataclass(frozen=True)
+class Report:
+    """What a seed run did, as close_run tells the loop: the model asked last, its requests and their tokens, each
+    call as the record keeps it, what the gateway dropped of the answer and salvaged of a cut one, whether an answer
+    came, the problem to act on, the answer's own tasks and the numbers of the open tasks it says it finished, and
+    whether a request was still under way when the run ended (`asking`)."""
+    model: str | None = None
+    requests: int = 0
+    calls: tuple = ()
+    tokens: dict = field(default_factory=dict)
+    refused: tuple = ()
+    salvaged: str = ""
+    answered: bool = False
+    problem: Problem | None = None
+    tasks: tuple = ()
+    done: tuple = ()
+    asking: bool = False
 
 
 @dataclass(frozen=True)

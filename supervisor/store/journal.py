@@ -328,13 +328,12 @@ def text_of(value):
 def account(record, use, shown):
     """The seed's record with the gateway's account of the run: the model, requests, tokens, what it dropped, and
     from the answer itself, its tasks and which of the open tasks `shown` to the seed it finished."""
-    done = sorted({n for n in use["planned"]["done"] if 1 <= n <= len(shown)})
+    done = sorted({n for n in use.done if isinstance(n, int) and 1 <= n <= len(shown)})
     return Account(outcome=record["outcome"], reason=record["reason"],
-                   refused=(*record["refused"], *(one_line(why) for why in use["refused"])), model=use["model"],
-                   requests=use["requests"], tokens=use["tokens"], calls=tuple(use["calls"]),
-                   salvaged=one_line(use["salvaged"]), answered=use["answered"], problem=use["problem"],
-                   asking=use["asking"], tasks=tuple(one_line_each(use["planned"]["tasks"])),
-                   done=tuple(shown[n - 1] for n in done))
+                   refused=(*record["refused"], *(one_line(why) for why in use.refused)), model=use.model,
+                   requests=use.requests, tokens=use.tokens, calls=use.calls, salvaged=one_line(use.salvaged),
+                   answered=use.answered, problem=use.problem, asking=use.asking,
+                   tasks=tuple(one_line_each(list(use.tasks))), done=tuple(shown[n - 1] for n in done))
 
 
 def open_tasks():

@@ -124,7 +124,7 @@ def test_requests_beyond_the_runs_cap_get_429_and_are_not_forwarded(gateway, ups
     capped = ask(gw, plan.token)
     assert capped.status_code == 429 and capped.json()["error"]["message"].startswith("request cap reached")
     report = gw.close_run(plan.token)
-    assert len(upstream.requests) == 1 and report["requests"] == 1 and report["answered"] and report["problem"] is None
+    assert len(upstream.requests) == 1 and report.requests == 1 and report.answered and report.problem is None
     assert requests_booked(state)[FLASH]["requests"] == 1
 
 
@@ -161,7 +161,7 @@ def test_a_prompt_too_big_for_gemmas_minute_is_never_forwarded(gateway, upstream
     response = ask(gw, plan.token, seed_body("x" * 16_000 * 3))
     assert response.status_code == 400 and "over this run's budget" in response.json()["error"]["message"]
     assert upstream.requests == [] and requests_booked(state) == {}
-    assert gw.close_run(plan.token)["requests"] == 0
+    assert gw.close_run(plan.token).requests == 0
 
 
 def test_a_spent_day_is_skipped_until_midnight_pacific_and_remembered_by_a_new_gateway(gateway, upstream):
@@ -172,7 +172,7 @@ def test_a_spent_day_is_skipped_until_midnight_pacific_and_remembered_by_a_new_g
     assert response.status_code == 429
     delay = response.json()["error"]["details"][0]["retryDelay"]
     assert abs(float(delay.rstrip("s")) - seconds_from_now(next_pacific_midnight())) < 3
-    problem = gw.close_run(plan.token)["problem"]
+    problem = gw.close_run(plan.token).problem
     assert problem.kind == "wait" and problem.until == next_pacific_midnight() and FLASH in problem.why
     gw.close()
     again = gateway().open_run()
@@ -224,7 +224,7 @@ def test_network_errors_do_not_spend_the_day(gateway, state):
     response = ask(gw, plan.token)
     assert response.status_code == 503 and "check the network, or GEMINI_API_BASE in .env" in \
         response.json()["error"]["message"]  # a server of the tests', not Google's: the setting is named
-    assert [call["kind"] for call in gw.close_run(plan.token)["calls"]] == ["network error"] * 3
+    assert [call["kind"] for call in gw.close_run(plan.token).calls] == ["network error"] * 3
     assert requests_booked(state)[FLASH]["requests"] == 3 and gw.open_run().model == FLASH
 
 
@@ -236,8 +236,8 @@ def test_a_per_day_429_moves_on_to_the_next_model_within_the_same_request(gatewa
     assert response.status_code == 200 and answer_of(response)["files"] == [{"path": p, "content": c} for p, c in NOTES]
     assert upstream.models_asked() == [FLASH, LITE]
     report = gw.close_run(plan.token)
-    assert report["model"] == LITE and report["requests"] == 2 and report["answered"] and report["problem"] is None
-    assert [call["kind"] for call in report["calls"]] == ["429 per day", "answer"]
+    assert report.model == LITE and report.requests == 2 and report.answered and report.problem is None
+    assert [call["kind"] for call in report.calls] == ["429 per day", "answer"]
 
 
 def test_a_per_day_429_does_not_move_on_to_a_model_the_prompt_does_not_fit(gateway, upstream):
@@ -246,7 +246,7 @@ def test_a_per_day_429_does_not_move_on_to_a_model_the_prompt_does_not_fit(gatew
     plan = gw.open_run()
     assert ask(gw, plan.token, seed_body("x" * 15_000 * 3)).status_code == 429
     assert upstream.models_asked() == [FLASH]
-    problem = gw.close_run(plan.token)["problem"]
+    problem = gw.close_run(plan.token).problem
     assert problem.kind == "wait" and seconds_from_now(problem.until) <= 0  # the next run, with Gemma's budget
     assert "over the budget of every model left" in problem.why
     assert gw.open_run().model == GEMMA
@@ -257,7 +257,7 @@ def test_a_model_that_answers_404_is_skipped_and_none_left_stops_with_one_line(g
     gw = gateway(["gemini-2.5-flash-lite"])
     plan = gw.open_run()
     assert ask(gw, plan.token).status_code == 403
-    problem = gw.close_run(plan.token)["problem"]
+    problem = gw.close_run(plan.token).problem
     assert problem.kind == "stop" and problem.why.startswith("no usable model: gemini-2.5-flash-lite: not found")
     assert "GEMINI_MODEL" in problem.why and "\n" not in problem.why
     gw.close()
@@ -278,7 +278,7 @@ def test_requests_are_paced_to_the_models_minute_remembered_across_restarts(gate
     time.sleep(max(0.0, plan.wait_until.timestamp() - time.time()))
     plan = gw.open_run()
     assert plan.model == FLASH and ask(gw, plan.token).status_code == 200
-    assert sent_at[0] >= old + 60 and gw.close_run(plan.token)["calls"][0]["kind"] == "answer"
+    assert sent_at[0] >= old + 60 and gw.close_run(plan.token).calls[0]["kind"] == "answer"
     [booked] = json.loads((state / "quota.json").read_text())[FLASH]["recent"]
     assert booked[0] >= old + 60 and booked[1] > 0
 
@@ -310,7 +310,7 @@ def test_a_refused_feature_is_learned_retried_without_it_and_never_sent_again(ga
     gw = gateway()
     plan = gw.open_run()
     assert ask(gw, plan.token).status_code == 200
-    assert [call["kind"] for call in gw.close_run(plan.token)["calls"]] == ["feature refused", "answer"]
+    assert [call["kind"] for call in gw.close_run(plan.token).calls] == ["feature refused", "answer"]
     gw.close()
     again = gateway()
     assert ask(again, again.open_run().token).status_code == 200
@@ -323,7 +323,7 @@ def test_a_429s_quota_value_corrects_the_table_until_the_setting_changes(gateway
     gw = gateway()
     plan = gw.open_run()
     assert plan.budget == 60_000 and ask(gw, plan.token).status_code == 200
-    assert [call["kind"] for call in gw.close_run(plan.token)["calls"]] == ["429 per minute", "answer"]
+    assert [call["kind"] for call in gw.close_run(plan.token).calls] == ["429 per minute", "answer"]
     assert gw.open_run().budget == budget_for(30_000)
     gw.close()
     assert gateway().open_run().budget == budget_for(30_000)
@@ -337,7 +337,7 @@ def test_a_prompt_over_a_minute_just_learned_is_not_sent_again(gateway, upstream
     plan = gw.open_run()
     response = ask(gw, plan.token, seed_body("x" * 20_000 * 3))
     assert response.status_code == 429 and len(upstream.requests) == 1
-    problem = gw.close_run(plan.token)["problem"]
+    problem = gw.close_run(plan.token).problem
     assert problem.kind == "wait" and "over the budget of every model left" in problem.why
     plan = gw.open_run()  # the request it sent filled the minute it now knows
     assert "paced" in plan.why and 55 < seconds_from_now(plan.wait_until) <= ledger_module.WINDOW
@@ -350,8 +350,8 @@ def test_a_bare_429_is_a_per_minute_limit_of_a_minute(gateway, upstream):
     response = ask(gw, plan.token)
     assert response.status_code == 429 and response.json()["error"]["details"][0]["retryDelay"] in ("60s", "61s")
     report = gw.close_run(plan.token)
-    assert report["problem"].kind == "wait" and 59 < seconds_from_now(report["problem"].until) <= 61
-    assert [call["kind"] for call in report["calls"]] == ["429 without details"]
+    assert report.problem.kind == "wait" and 59 < seconds_from_now(report.problem.until) <= 61
+    assert [call["kind"] for call in report.calls] == ["429 without details"]
 
 
 # --- answers ----------------------------------------------------------------------------------
@@ -393,7 +393,7 @@ def test_the_files_that_came_whole_are_salvaged_from_an_answer_cut_off(gateway, 
     assert answer_of(response) == {"tasks": ["one", "two"], "done": [],
                                    "files": [{"path": "a.py", "content": "A = 1\n"}]}
     report = gw.close_run(plan.token)
-    assert report["salvaged"] == CUT_AT_THE_LIMIT and report["answered"]
+    assert report.salvaged == CUT_AT_THE_LIMIT and report.answered
 
 
 def test_every_whole_file_is_salvaged_from_an_answer_broken_anywhere_and_the_parsers_error_said(gateway, upstream):
@@ -407,7 +407,7 @@ def test_every_whole_file_is_salvaged_from_an_answer_broken_anywhere_and_the_par
     plan = gw.open_run()
     response = ask(gw, plan.token)
     assert [f["path"] for f in answer_of(response)["files"]] == ["tests/test_a.py", "tests/test_b.py"]
-    salvaged = gw.close_run(plan.token)["salvaged"]
+    salvaged = gw.close_run(plan.token).salvaged
     assert salvaged.startswith("not valid JSON: Invalid \\escape at line 2 column 75") and \
         salvaged.endswith("kept the 2 file(s) that came whole")
 
@@ -417,7 +417,7 @@ def test_an_unusable_answer_says_the_parsers_error_and_where(gateway, upstream):
     gw = gateway()
     plan = gw.open_run()
     assert ask(gw, plan.token).status_code == 502
-    why = gw.close_run(plan.token)["problem"].why
+    why = gw.close_run(plan.token).problem.why
     assert why.startswith("not valid JSON: Expecting ',' delimiter at line 1 column 58") and "cut off" not in why
 
 
@@ -428,8 +428,8 @@ def test_an_answer_cut_off_before_any_whole_file_is_unusable(gateway, upstream, 
     plan = gw.open_run()
     assert ask(gw, plan.token).status_code == 502
     report = gw.close_run(plan.token)
-    assert report["problem"].kind == "unusable" and "finishReason MAX_TOKENS" in report["problem"].why
-    assert not report["answered"] and requests_booked(state)[FLASH]["wasted"] == {"unusable answer": 1}
+    assert report.problem.kind == "unusable" and "finishReason MAX_TOKENS" in report.problem.why
+    assert not report.answered and requests_booked(state)[FLASH]["wasted"] == {"unusable answer": 1}
 
 
 @pytest.mark.parametrize("body, why", [(api.blocked(), "prompt blocked (PROHIBITED_CONTENT)"),
@@ -439,7 +439,7 @@ def test_a_blocked_or_strange_answer_is_unusable(gateway, upstream, body, why):
     gw = gateway()
     plan = gw.open_run()
     assert ask(gw, plan.token).status_code == 502
-    assert why in gw.close_run(plan.token)["problem"].why
+    assert why in gw.close_run(plan.token).problem.why
 
 
 def test_lazy_files_are_removed_and_listed(gateway, upstream):
@@ -450,9 +450,9 @@ def test_lazy_files_are_removed_and_listed(gateway, upstream):
     plan = gw.open_run()
     response = ask(gw, plan.token)
     assert [item["path"] for item in answer_of(response)["files"]] == ["notes.py"]
-    assert gw.close_run(plan.token)["refused"] == [
+    assert gw.close_run(plan.token).refused == (
         "seed.py: lazy: '# ... existing code ...' stands in for code it would drop",
-        "util.py: lazy: '# rest of the file unchanged' stands in for code it would drop", "empty.py: empty"]
+        "util.py: lazy: '# rest of the file unchanged' stands in for code it would drop", "empty.py: empty")
 
 
 @pytest.mark.parametrize("content", ["... existing code ...", "def main():\n    ...  # rest of the code unchanged\n",
@@ -464,7 +464,7 @@ def test_a_lazy_placeholder_of_any_shape_is_dropped_and_an_answer_left_without_f
     gw = gateway()
     plan = gw.open_run()
     assert ask(gw, plan.token).status_code == 502
-    why = gw.close_run(plan.token)["problem"].why
+    why = gw.close_run(plan.token).problem.why
     assert why.startswith("no file to write: the answer held 3 task(s) and 1 file(s); dropped: notes.py: lazy: ")
 
 
@@ -481,7 +481,7 @@ def test_the_rules_example_echoed_back_is_never_the_answer_and_its_path_never_la
     plan = gw.open_run()
     body = seed_body() | {"systemInstruction": {"parts": [{"text": rules}]}}
     assert ask(gw, plan.token, body).status_code == 502
-    why = gw.close_run(plan.token)["problem"].why
+    why = gw.close_run(plan.token).problem.why
     assert why == ("no file to write: the answer held 1 task(s) and 2 file(s); dropped: relative/path2: the "
                    "instructions' own text, sent back; relative/path: the instructions' example path, not a file of "
                    "the codebase")
@@ -493,7 +493,7 @@ def test_a_server_error_is_retried_and_the_answer_delivered(gateway, upstream):
     gw = gateway()
     plan = gw.open_run()
     assert ask(gw, plan.token).status_code == 200
-    assert [call["kind"] for call in gw.close_run(plan.token)["calls"]] == ["server error 503", "answer"]
+    assert [call["kind"] for call in gw.close_run(plan.token).calls] == ["server error 503", "answer"]
 
 
 def test_server_errors_are_retried_with_backoff_then_the_run_waits(gateway, upstream):
@@ -507,8 +507,8 @@ def test_server_errors_are_retried_with_backoff_then_the_run_waits(gateway, upst
     assert len(upstream.requests) == 3
     assert times[1] - times[0] >= 0.05 * 0.5 and times[2] - times[1] >= 0.05 * 2 * 0.5
     report = gw.close_run(plan.token)
-    assert report["problem"].kind == "wait" and 290 < seconds_from_now(report["problem"].until) <= 300
-    assert [call["kind"] for call in report["calls"]] == ["server error 503"] * 3
+    assert report.problem.kind == "wait" and 290 < seconds_from_now(report.problem.until) <= 300
+    assert [call["kind"] for call in report.calls] == ["server error 503"] * 3
 
 
 @pytest.mark.parametrize("key", [KEY, "proxy-" + uuid.uuid4().hex], ids=["google", "no known shape"])
@@ -523,8 +523,8 @@ def test_a_refused_key_stops_with_one_line_and_the_key_is_nowhere(gateway, upstr
     assert response.status_code == 403 and key not in response.text
     assert ask(gw, plan.token).status_code == 403  # asked no more, even within the run
     report = gw.close_run(plan.token)
-    why = report["problem"].why
-    assert report["problem"].kind == "stop" and why.startswith("Gemini refused this key") and "\n" not in why
+    why = report.problem.why
+    assert report.problem.kind == "stop" and why.startswith("Gemini refused this key") and "\n" not in why
     assert "GEMINI_API_KEY" in why and key not in json.dumps(report, default=str) and other not in why
     assert gw.open_run() == Plan(stop=why) and len(upstream.requests) == 1
     assert all(key.encode() not in path.read_bytes() for path in state.iterdir() if path.is_file())  # the record too
@@ -541,7 +541,7 @@ def test_an_AQ_key_refused_as_if_it_were_an_oauth_token_is_explained(gateway, up
     gw = gateway(key=key)
     plan = gw.open_run()
     assert ask(gw, plan.token).status_code == 403
-    why = gw.close_run(plan.token)["problem"].why
+    why = gw.close_run(plan.token).problem.why
     assert "is misleading" in why and "https://aistudio.google.com/apikey" in why and key not in why
     assert upstream.requests[0]["headers"]["x-goog-api-key"] == key
 
@@ -564,7 +564,7 @@ def test_the_ledger_counts_every_request_exactly_even_when_the_seed_hangs_up(gat
     with pytest.raises(requests.exceptions.ReadTimeout):
         ask(gw, plan.token, timeout=0.2)
     report = gw.close_run(plan.token)  # waits for the request still under way upstream
-    assert at_send == [2] and report["requests"] == 1 and report["calls"][0]["kind"] == "answer"
+    assert at_send == [2] and report.requests == 1 and report.calls[0]["kind"] == "answer"
     assert requests_booked(state) == {FLASH: {"requests": 2, "prompt": 2400, "output": 600, "thinking": 300,
                                               "kinds": {"answer": 2}, "wasted": {}}}
     assert requests_booked(state, f"{today - timedelta(days=365)}")[FLASH]["requests"] == 20
@@ -626,12 +626,12 @@ def test_a_request_that_comes_back_after_its_run_closed_keeps_what_it_came_back_
             time.sleep(0.01)
         report = gw.close_run(plan.token, linger=0)
         row = {**dict.fromkeys(record.COLUMNS), "number": 1 + row_first, "kind": "stopped", "outcome": "stopped",
-               "requests": report["requests"], "model": FLASH}
+               "requests": report.requests, "model": FLASH}
         if row_first:
-            book.write(row, report["calls"])
+            book.write(row, report.calls)
         asking.join()
         if not row_first:
-            book.write(row, report["calls"])
+            book.write(row, report.calls)
         book.db.close()
         assert record_rows(state)[-1] == ("answer", 1200, "no answer", 1 + row_first)
     assert requests_booked(state)[FLASH]["requests"] == 2
@@ -723,7 +723,7 @@ def test_an_answer_over_the_cap_is_not_read_whole(gateway, upstream):
     plan = gw.open_run()
     response = ask(gw, plan.token)
     assert response.status_code == 502 and "over 8 MB: not read" in response.json()["error"]["message"]
-    assert gw.close_run(plan.token)["calls"][0]["kind"] == "unusable answer"
+    assert gw.close_run(plan.token).calls[0]["kind"] == "unusable answer"
 
 
 def test_the_v1_path_of_googles_sdk_is_served_as_v1beta(gateway, upstream):

@@ -344,7 +344,7 @@ def test_usage_is_counted_with_reasoning_tokens_as_thinking(gateway, servers, tm
     gw = gateway(server.base, models=[LLAMA_CPP])
     plan = gw.open_run()
     assert ask(gw, plan.token).status_code == 200
-    assert gw.close_run(plan.token)["tokens"] == {"prompt": 1845, "output": 300, "thinking": 600}
+    assert gw.close_run(plan.token).tokens == {"prompt": 1845, "output": 300, "thinking": 600}
     assert requests_booked(tmp_path / "backups")[LLAMA_CPP] == {"requests": 1, "prompt": 1845, "output": 300,
                                                                "thinking": 600, "kinds": {"answer": 1}, "wasted": {}}
 
@@ -355,7 +355,7 @@ def test_a_token_count_no_request_could_reach_is_not_believed(gateway, servers, 
     gw = gateway(server.base, models=[LLAMA_CPP])
     plan = gw.open_run()
     assert ask(gw, plan.token).status_code == 200
-    assert gw.close_run(plan.token)["tokens"] == {"prompt": 0, "output": 0, "thinking": 0}
+    assert gw.close_run(plan.token).tokens == {"prompt": 0, "output": 0, "thinking": 0}
 
 
 def test_the_files_that_came_whole_are_salvaged_from_a_length_cut_off(gateway, servers):
@@ -368,7 +368,7 @@ def test_the_files_that_came_whole_are_salvaged_from_a_length_cut_off(gateway, s
     assert response.status_code == 200 and response.json()["candidates"][0]["finishReason"] == "STOP"
     assert answer_of(response) == {"tasks": ["one", "two"], "done": [],
                                    "files": [{"path": "a.py", "content": "A = 1\n"}]}
-    assert gw.close_run(plan.token)["salvaged"] == CUT_AT_THE_LIMIT
+    assert gw.close_run(plan.token).salvaged == CUT_AT_THE_LIMIT
 
 
 def test_an_answer_cut_off_while_still_thinking_is_unusable(gateway, servers):
@@ -377,7 +377,7 @@ def test_an_answer_cut_off_while_still_thinking_is_unusable(gateway, servers):
     plan = gw.open_run()
     assert ask(gw, plan.token).status_code == 502
     report = gw.close_run(plan.token)
-    assert report["problem"] == Problem(Trouble.UNUSABLE, "empty answer (finishReason MAX_TOKENS)")
+    assert report.problem == Problem(Trouble.UNUSABLE, "empty answer (finishReason MAX_TOKENS)")
 
 
 @pytest.mark.parametrize("refusal", [
@@ -390,7 +390,7 @@ def test_a_refused_response_format_is_learned_once_and_the_schema_goes_as_text(g
     gw = gateway(server.base, models=[GEMMA], answer_format="json")
     plan = gw.open_run()
     assert ask(gw, plan.token).status_code == 200
-    assert [call["kind"] for call in gw.close_run(plan.token)["calls"]] == ["feature refused"] * 2 + ["answer"]
+    assert [call["kind"] for call in gw.close_run(plan.token).calls] == ["feature refused"] * 2 + ["answer"]
     gw.close()
     again = gateway(server.base, models=[GEMMA], answer_format="json")
     assert ask(again, again.open_run().token).status_code == 200
@@ -425,7 +425,7 @@ def test_a_streamed_answer_is_read_whole(gateway, servers):
     gw = gateway(server.base, models=[LLAMA_CPP])
     plan = gw.open_run()
     assert answer_of(ask(gw, plan.token))["files"] == [{"path": "notes.py", "content": "NOTES = []\n"}]
-    assert gw.close_run(plan.token)["tokens"]["output"] == len(re.findall(r".{1,3}", text, re.S))
+    assert gw.close_run(plan.token).tokens["output"] == len(re.findall(r".{1,3}", text, re.S))
 
 
 def test_a_stream_that_fails_before_its_first_token_is_asked_again_unstreamed_and_its_error_read(gateway, servers):
@@ -439,7 +439,7 @@ def test_a_stream_that_fails_before_its_first_token_is_asked_again_unstreamed_an
     assert ask(gw, plan.token).status_code == 429  # a wait: the next run is budgeted to the context stated
     first, second = [chat["body"] for chat in server.chats()]
     assert first["stream"] is True and "stream" not in second and "stream_options" not in second
-    assert "the next run is budgeted to 2,048 tokens" in gw.close_run(plan.token)["problem"].why
+    assert "the next run is budgeted to 2,048 tokens" in gw.close_run(plan.token).problem.why
 
 
 def test_a_runaway_answer_is_stopped_early_its_whole_files_kept_and_the_server_left(gateway, servers):
@@ -452,7 +452,7 @@ def test_a_runaway_answer_is_stopped_early_its_whole_files_kept_and_the_server_l
     assert answer_of(ask(gw, plan.token))["files"] == [{"path": "notes.py", "content": "NOTES = []\n"}]
     assert stream.hung_up.wait(5) and stream.sent < 1_500
     report = gw.close_run(plan.token)
-    assert report["salvaged"] == ("cut off (REPETITION: the keeper stopped it as it repeated itself (a short piece over "
+    assert report.salvaged == ("cut off (REPETITION: the keeper stopped it as it repeated itself (a short piece over "
                                   "and over, or a block twice)): kept the 1 file(s) that came whole")
 
 
@@ -467,7 +467,7 @@ def test_an_answer_that_sends_a_whole_file_again_and_again_is_stopped_at_its_sec
     kept = answer_of(ask(gw, plan.token))["files"]
     assert {(item["path"], item["content"].count("VALUE_0 ")) for item in kept} == {("roman.py", 1)}
     assert stream.hung_up.wait(5) and stream.sent < 100, stream.sent  # of 200 blocks: stopped early
-    assert "REPETITION" in gw.close_run(plan.token)["salvaged"]
+    assert "REPETITION" in gw.close_run(plan.token).salvaged
 
 
 def test_the_upstream_request_is_closed_when_the_run_ends(gateway, servers):
@@ -479,7 +479,7 @@ def test_the_upstream_request_is_closed_when_the_run_ends(gateway, servers):
     asking = threading.Thread(target=ask, args=(gw, plan.token), daemon=True)
     asking.start()
     time.sleep(0.5)
-    assert gw.close_run(plan.token, linger=5)["asking"]
+    assert gw.close_run(plan.token, linger=5).asking
     assert stream.hung_up.wait(5) and stream.sent < 500
 
 
@@ -555,7 +555,7 @@ def test_a_prompt_over_the_servers_context_stops_naming_what_to_raise(gateway, s
     gw = gateway(server.base, models=[LLAMA_CPP])
     plan = gw.open_run()
     assert ask(gw, plan.token).status_code == 403
-    assert gw.close_run(plan.token)["problem"] == Problem(Trouble.STOP, (
+    assert gw.close_run(plan.token).problem == Problem(Trouble.STOP, (
         f"{LLAMA_CPP}: the prompt is over the context the server gives it (400: request (9412 tokens) exceeds the "
         "available context size (8192 tokens), try increasing it): start llama-server with `--ctx-size 16384` for "
         "each parallel slot"))
@@ -590,8 +590,8 @@ def test_a_server_that_stops_mid_run_is_a_wait(gateway, servers):
     response = ask(gw, plan.token)
     assert response.status_code == 503 and "is the server still running?" in response.json()["error"]["message"]
     report = gw.close_run(plan.token)
-    assert report["problem"].kind == "wait" and 290 < seconds_from_now(report["problem"].until) <= 300
-    assert [call["kind"] for call in report["calls"]] == ["network error"] * 3
+    assert report.problem.kind == "wait" and 290 < seconds_from_now(report.problem.until) <= 300
+    assert [call["kind"] for call in report.calls] == ["network error"] * 3
     assert gw.open_run().token
 
 
@@ -619,7 +619,7 @@ def test_a_missing_model_stops_with_one_line_saying_how_to_fix_it(gateway, serve
     gw = gateway(server.base, models=[QWEN])
     plan = gw.open_run()
     assert ask(gw, plan.token).status_code == 403
-    problem = gw.close_run(plan.token)["problem"]
+    problem = gw.close_run(plan.token).problem
     assert problem.kind == "stop" and problem.why.endswith(why) and "\n" not in problem.why
     assert gw.open_run() == Plan(stop=problem.why) and len(server.chats()) == 1
 
@@ -644,7 +644,7 @@ def test_a_refused_key_stops_with_one_line_and_the_key_is_nowhere(gateway, serve
     response = ask(gw, plan.token)
     assert response.status_code == 403 and key not in response.text
     assert server.chats()[0]["headers"]["authorization"] == f"Bearer {key}"
-    why = gw.close_run(plan.token)["problem"].why
+    why = gw.close_run(plan.token).problem.why
     assert why == (f"the server at {server.base} refused the key (401: Unauthorized: [OPENAI_API_KEY]): set "
                    "OPENAI_API_KEY in .env to the key it expects (LiteLLM's proxy: its master key or a virtual key)")
     assert key not in "\n".join(said) and all(
@@ -656,7 +656,7 @@ def test_a_model_still_loading_is_asked_again(gateway, servers):
     gw = gateway(server.base, models=[LLAMA_CPP])
     plan = gw.open_run()
     assert ask(gw, plan.token).status_code == 200
-    assert [call["kind"] for call in gw.close_run(plan.token)["calls"]] == ["server error 503", "answer"]
+    assert [call["kind"] for call in gw.close_run(plan.token).calls] == ["server error 503", "answer"]
 
 
 # --- the keeper's setup ---------------------------------------------------------------------------------

@@ -130,7 +130,7 @@ def test_blocks_that_end_with_their_fence_and_no_closing_tag_are_taken_and_the_m
         assert "```" not in item["content"] and item["content"].endswith("\n")
     compile(answer["files"][0]["content"], "notes.py", "exec")
     assert answer["files"][3]["content"].startswith("# Notes\n") and "MIT" in answer["files"][3]["content"]
-    assert report["salvaged"] == ("4 block(s) ended with a Markdown fence, not </file> (notes.py, tests/test_notes.py, "
+    assert report.salvaged == ("4 block(s) ended with a Markdown fence, not </file> (notes.py, tests/test_notes.py, "
                                   "seed.py, README.md): the fenced text was taken: kept the 4 file(s) that came whole")
 
 
@@ -160,14 +160,14 @@ def test_a_markdown_file_without_its_closing_tag_is_not_cut_at_a_fence_inside_it
 
 def test_the_answer_format_sent_back_is_no_answer(servers, tmp_path):
     answer, report = ask_local(servers, tmp_path, streamed("format_echoed"))
-    assert answer is None and report["problem"].why == (
+    assert answer is None and report.problem.why == (
         "no file to write: the answer held 3 task(s) and 1 file(s); dropped: path/of/the/file.py: the instructions' "
         "example path, not a file of the codebase")
 
 
 def test_an_answer_cut_off_before_a_file_came_whole_says_so(servers, tmp_path):
     answer, report = ask_local(servers, tmp_path, streamed("dash_on_every_line", "length"))
-    assert answer is None and report["problem"] == Problem(Trouble.UNUSABLE, (
+    assert answer is None and report.problem == Problem(Trouble.UNUSABLE, (
         "no file came whole: the block of seed.py (line 3) has no </file> (finishReason MAX_TOKENS, 563 characters: "
         "the answer was cut off at its token limit)"))
 
@@ -176,7 +176,7 @@ def test_files_written_as_a_named_fenced_block_are_taken_and_the_whole_ones_kept
     """Aider's "whole" shape: 'Create a new Python file named `app.py` in the same directory as `seed.py` ...'."""
     answer, report = ask_local(servers, tmp_path, streamed("aider_whole_cut_off"))
     assert [f["path"] for f in answer["files"]] == ["app.py"] and answer["files"][0]["content"].startswith("import os")
-    assert report["salvaged"] == CUT_AT_THE_LIMIT
+    assert report.salvaged == CUT_AT_THE_LIMIT
 
 
 def test_the_seed_never_rewrites_a_file_its_prompt_could_not_show(workspace, env, gemini):
