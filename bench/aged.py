@@ -91,7 +91,7 @@ def measure(root):
     """In a child of its own: the keeper's work per iteration, prune and the page after it, peak memory."""
     ours = overhead.Ours(root)
     prune, page = [], []
-    report = __import__(f"{ours.k.settings.__name__.rsplit('.', 1)[0]}.report", fromlist=["write_report"])
+    report = __import__(f"{ours.k.settings.__name__.rsplit('.', 1)[0]}.views.report", fromlist=["write_report"])
     for i in range(ITERATIONS):
         ours.before(i)
         time.sleep(1.0)  # as overhead.py: the files a run writes are not those just hashed within the same second
