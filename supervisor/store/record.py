@@ -33,9 +33,8 @@ import stat
 import zlib
 from datetime import date, timedelta
 from difflib import SequenceMatcher
-from urllib.request import pathname2url
-
 from pathlib import Path
+from urllib.request import pathname2url
 
 from ..kinds import TOKEN_FIELDS, Outcome
 from .journal import logs_set_aside, telling_lines
@@ -115,7 +114,7 @@ def row_of(number, result, seconds, started=None):
 
 # --- writing ------------------------------------------------------------------------------------------
 class Writer:
-    """The keeper's connection: writes iterations with their requests and exchanges, one transaction each."""
+    """The loop's connection: writes iterations with their requests and exchanges, one transaction each."""
 
     def __init__(self, path):
         self.db = connect(path)
@@ -156,11 +155,11 @@ class Writer:
                 cut_short = self.db.execute(f"SELECT model FROM requests WHERE iteration IS NULL AND kind != ? AND id "
                                             f"NOT IN ({', '.join('?' * len(ids))}) ORDER BY id", (UNREACHED, *ids))
                 models = [model for model, in cut_short]
-                whole = {**row, "requests": (row["requests"] or 0) + len(models), "model": row["model"] or
-                         models[-1]} if models else row
+                counted = {**row, "requests": (row["requests"] or 0) + len(models), "model": row["model"] or
+                           models[-1]} if models else row
                 self.db.execute("UPDATE requests SET iteration = ? WHERE iteration IS NULL", (row["number"],))
                 self.db.execute("DELETE FROM iterations WHERE number = ?", (row["number"],))
-                self.insert_row(whole)
+                self.insert_row(counted)
                 answered = [n for n, call in enumerate(calls) if call.get("kind") == "answer"]
                 for n, call in enumerate(calls):
                     wasted = call.get("kind") if call.get("kind") != "answer" else waste if n == answered[-1] else None
@@ -168,7 +167,7 @@ class Writer:
         except sqlite3.Error:
             self.chain, self.base = self.last_prompt()  # the next prompt is stored against the last one kept
             raise
-        row.update(whole)
+        row.update(counted)
 
     def insert_row(self, row):
         values = {key: json.dumps(row.get(key)) if key in JSON_COLUMNS else row.get(key) for key in COLUMNS}
