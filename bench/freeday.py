@@ -306,7 +306,7 @@ def changed_notes(n):
 
 def changed_seed(n):
     """Answer n of the gate runs with a seed change: seed.py, one comment changed."""
-    return [("seed.py", (REPO / "seed.py").read_text().replace("import json\n", f"import json  # rewrite {n}\n", 1))]
+    return [("seed.py", (REPO / "seed.py").read_text() + f"# rewrite {n}\n")]
 
 
 def grown_module(n, topic):

@@ -54,8 +54,17 @@ def of_a_venv(rel, folder, holds_cfg):
     folder), and, when the person's folder itself is one (python -m venv .), the names venv makes at its top (VENV,
     in any case)."""
     name = rel.rsplit("/", 1)[-1].casefold()
-    return name == "pyvenv.cfg" or folder and (holds_cfg(rel) or (ROOT / rel / "pyvenv.cfg").is_file()) or \
-        "/" not in rel and name in VENV and (ROOT / "pyvenv.cfg").is_file()
+    return name == "pyvenv.cfg" or folder and (holds_cfg(rel) or is_file(ROOT / rel / "pyvenv.cfg")) or \
+        "/" not in rel and name in VENV and is_file(ROOT / "pyvenv.cfg")
+
+
+def is_file(path):
+    """Whether the path names a file (False too where it cannot: a path longer than the system takes, a file on
+    the way)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
 
 
 def digest_of(path):

@@ -46,8 +46,19 @@ STEERING = {"goal.md": "# Goal\n\nGrow a small note keeper, notes.py, with a tes
 # The keeper's modules compiled once (as a person's first run leaves them): each workspace gets their bytecode with
 # the sources (their times kept, so it is valid there), and no keeper a test starts compiles 40 modules again.
 BYTECODE = []  # (the source's path in the workspace, its bytecode here)
+
+
+def compiled(source):
+    """Whether the source's bytecode is here and valid. compileall trusts a pyc whose header holds the source's
+    time in whole seconds: a source changed within the second it was compiled in would keep its stale bytecode (and
+    each keeper a test starts would compile and write it), so one whose recorded size differs is compiled again."""
+    pyc = Path(importlib.util.cache_from_source(str(source)))
+    stale = pyc.exists() and pyc.read_bytes()[12:16] != (source.stat().st_size & 0xFFFFFFFF).to_bytes(4, "little")
+    return compileall.compile_file(source, quiet=1, force=stale)
+
+
 for rel in PRODUCT_FILES:
-    if rel.startswith("supervisor/") and rel.endswith(".py") and compileall.compile_file(REPO / rel, quiet=1):
+    if rel.startswith("supervisor/") and rel.endswith(".py") and compiled(REPO / rel):
         BYTECODE.append((rel, Path(importlib.util.cache_from_source(str(REPO / rel)))))
 
 

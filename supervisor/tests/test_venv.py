@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import fake_gemini as api
+from conftest import load_keeper
 from test_fallback import outcomes, run_fallback
 
 pytestmark = pytest.mark.xdist_group("test_venv")
@@ -49,3 +50,12 @@ def test_a_venv_of_any_name_at_any_depth_is_never_the_models(workspace, env, gem
     assert not (workspace / "myenv" / "lib" / "evil.py").exists() and (workspace / "tools" / "run.py").is_file()
     assert "home = /tmp/evil" not in (workspace / "tools" / "env2" / "pyvenv.cfg").read_text()
     assert "activate" not in gemini.prompts()[0] and "pyvenv.cfg" not in gemini.prompts()[0]
+
+
+def test_a_folder_too_deep_for_the_persons_folder_is_no_venv_and_asking_never_fails():
+    """Whether a folder of the working copy is a venv is asked of the person's folder too, by its path there; a run
+    that left a tree deeper than that path can be (here 4,090 bytes of names) was refused as "cannot be listed
+    (File name too long)" instead of by its name's length, for a folder whose own path is 69 to 79 bytes long."""
+    snapshots = load_keeper("snapshots")
+    rel = "/".join(["d" * 250] * 16) + "/" + "e" * 74  # 4,090 bytes: with the folder's path, past PATH_MAX
+    assert snapshots.of_a_venv(rel, True, lambda path: False) is False
