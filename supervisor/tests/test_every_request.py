@@ -1,7 +1,7 @@
 """Every request that may have reached a model is in the record, with its day and model, whatever ends its iteration:
 Ctrl+C while the model answers or while the gate judges its answer, --timeout, kill -9. The record is the one count of
-requests, written as each leaves: --status, the page and the closing line agree with it (`python fallback.py` in a copy of the
-workspace).
+requests, written as each leaves: --status, the page and the closing line agree with it (`python fallback.py` in a
+copy of the workspace).
 """
 import json
 import os
