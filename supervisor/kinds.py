@@ -113,7 +113,7 @@ class Result:
     restored: str | None = None    # the snapshot the folder went back to
     kept: str | None = None        # the snapshot keeping a failed change
     stuck: bool = False            # no known-good state is left to walk back to
-    said: Account = Account()      # what the seed said it did, with the gateway's account of the run
+    said: Account = field(default_factory=Account)  # what the seed said it did, with the gateway's account
     changes: list = field(default_factory=list)  # [(path, kind, lines added, lines removed)] of the candidate
     landed: int = 0                # files a landing wrote
     not_landed: list = field(default_factory=list)  # the keeper's paths the run wrote, never landed
