@@ -429,9 +429,8 @@ def settle_failure(number, index, start, run, memory, fault):
     mark = journal.failure_mark(headline_of(failure, detail), output)
     said = run.said
     case = decide.Case(failure, detail, mark, asked=run.asked,
-                       answered=bool(said.answered) and not said.asking,
-                       asking=bool(said.asking) and run.code is None, start=start["id"],
-                       start_good=bool(start["good"]), start_landed=start["kind"] == "landed",
+                       answered=said.answered and not said.asking, asking=said.asking and run.code is None,
+                       start=start["id"], start_good=bool(start["good"]), start_landed=start["kind"] == "landed",
                        fully_judged=fully_judged(start), world=memory.world, repeat=memory.repeat,
                        cause=blame.observed(index, start))
     decision = decide.failed(case)

@@ -333,7 +333,7 @@ def account(record, use, shown):
                    refused=(*record["refused"], *(one_line(why) for why in use.refused)), model=use.model,
                    requests=use.requests, tokens=use.tokens, calls=use.calls, salvaged=one_line(use.salvaged),
                    answered=use.answered, problem=use.problem, asking=use.asking,
-                   tasks=tuple(one_line_each(list(use.tasks))), done=tuple(shown[n - 1] for n in done))
+                   tasks=tuple(one_line_each(use.tasks)), done=tuple(shown[n - 1] for n in done))
 
 
 def open_tasks():
@@ -347,4 +347,4 @@ def one_line(value, limit=300):
 
 
 def one_line_each(values):
-    return [one_line(v) for v in values[:50]] if isinstance(values, list) else []
+    return [one_line(v) for v in values[:50]] if isinstance(values, (list, tuple)) else []

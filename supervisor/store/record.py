@@ -130,10 +130,10 @@ class Writer:
                                                                                              "runs")]
         usage = old_usage(path.with_name(USAGE))
         if not any(held):  # a new record (not a fork's, which names its parent first): bring in what today's kept
-            migrate(self, path.parent.parent)
+            migrate(self, path.parent.parent, usage)
         elif usage is not None:
             with Transaction(self.db):
-                self.fold(usage)
+                self.fold(usage[1])
         if usage is not None:  # read (or kept by the migration): the record is the one count now
             path.with_name(USAGE).unlink()
 
@@ -232,7 +232,7 @@ class Writer:
         held, today = ledger_of(self.db), pacific_day()
         oldest = (date.fromisoformat(today) - timedelta(days=USAGE_DAYS - 1)).isoformat()
         lacking = []
-        for day, models in usage.items() if isinstance(usage, dict) else ():
+        for day, models in usage.items():
             if not (re.fullmatch(r"\d{4}-\d\d-\d\d", day) and oldest <= day <= today and isinstance(models, dict)):
                 continue
             for model, use in models.items():
@@ -679,8 +679,8 @@ def ledger(root=ROOT):
 
 
 def old_usage(path):
-    """What a usage.json an older keeper left says ({} when it is no JSON object), or None when there is none, it is
-    no file (a folder, a link) or it cannot be read: then it is left as it is."""
+    """(its bytes, what it says: {} when it is no JSON object) of a usage.json an older keeper left, or None when
+    there is none, it is no file (a folder, a link) or it cannot be read: then it is left as it is."""
     try:
         if not stat.S_ISREG(path.lstat().st_mode):
             return None
@@ -690,8 +690,8 @@ def old_usage(path):
     try:
         value = json.loads(data)
     except (ValueError, RecursionError):
-        return {}
-    return value if isinstance(value, dict) else {}
+        return data, {}
+    return data, value if isinstance(value, dict) else {}
 
 
 def whole(use):
@@ -772,21 +772,18 @@ def heading_time(row):
 
 
 # --- migration: the one place that reads the old log's prose ------------------------------------------
-def migrate(book, root):
+def migrate(book, root, usage=None):
     """Bring a workspace from before the record in, in one transaction: each section of iteration_log.md (and of the
-    logs set aside in backups/logs/, for a record made anew) as a row, usage.json's counts as carried, and the old
-    log, usage.json and quota.json kept whole."""
-    log, usage, quota = root / LOG.name, root / "backups" / USAGE, root / "backups" / QUOTA.name
-    files = {path.name: path.read_bytes() for path in (log, usage, quota) if path.is_file()}
+    logs set aside in backups/logs/, for a record made anew) as a row, the counts of its usage.json (`usage`, as
+    old_usage read it) as carried, and the old log, usage.json and quota.json kept whole."""
+    data, said = usage or (None, {})
+    files = {path.name: path.read_bytes() for path in (root / LOG.name, root / "backups" / QUOTA.name)
+             if path.is_file()} | ({USAGE: data} if usage else {})
     aside = logs_set_aside(root / "backups" / LOGS_ASIDE.name)
     if not files and not aside:
         return
-    try:
-        old = json.loads(files.get(USAGE, b"{}"))
-    except ValueError:
-        old = {}
-    old = {day: {m: u for m, u in models.items() if isinstance(u, dict)} for day, models in old.items()
-           if isinstance(models, dict)} if isinstance(old, dict) else {}
+    old = {day: {m: u for m, u in models.items() if isinstance(u, dict)} for day, models in said.items()
+           if isinstance(models, dict)}
     with Transaction(book.db):
         for data in [path.read_bytes() for _, path in aside] + [files.get(LOG.name, b"")]:  # oldest first
             for row in read_old_log(data.decode("utf-8", "replace")):
